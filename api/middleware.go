@@ -1,0 +1,155 @@
+package api
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cohort-dev/cohort/internal/errs"
+)
+
+const (
+	ctxRequestID = "cohort.request_id"
+	ctxErr       = "cohort.error"
+	ctxCred      = "cohort.credential"
+)
+
+var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// requestID takes a sane X-Request-ID from the caller or makes one, and echoes it.
+func (s *Server) requestID(c *gin.Context) {
+	id := c.GetHeader("X-Request-ID")
+	if !requestIDRE.MatchString(id) {
+		b := make([]byte, 12)
+		_, _ = rand.Read(b)
+		id = hex.EncodeToString(b)
+	}
+	c.Set(ctxRequestID, id)
+	c.Header("X-Request-ID", id)
+	c.Next()
+}
+
+// recover turns a panic into a logged 500 in the error shape.
+func (s *Server) recover(c *gin.Context) {
+	defer func() {
+		if r := recover(); r != nil {
+			if r == http.ErrAbortHandler {
+				panic(r)
+			}
+			s.d.Logger.Error("panic in handler", "request_id", c.GetString(ctxRequestID),
+				"route", c.FullPath(), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			if !c.Writer.Written() {
+				c.AbortWithStatusJSON(http.StatusInternalServerError, ErrorBody{Error: ErrorDetail{
+					Code: "internal", Message: "internal error", RequestID: c.GetString(ctxRequestID)}})
+			}
+		}
+	}()
+	c.Next()
+}
+
+type httpMetrics struct {
+	duration *prometheus.HistogramVec
+	inflight prometheus.Gauge
+}
+
+func newHTTPMetrics(reg *prometheus.Registry) *httpMetrics {
+	m := &httpMetrics{
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "cohort_http_request_duration_seconds",
+			Help:    "HTTP request latency by route and status.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"method", "route", "status"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cohort_http_requests_in_flight", Help: "HTTP requests being served.",
+		}),
+	}
+	reg.MustRegister(m.duration, m.inflight)
+	return m
+}
+
+func (s *Server) metricsHandler() gin.HandlerFunc {
+	h := promhttp.HandlerFor(s.d.Registry, promhttp.HandlerOpts{})
+	return func(c *gin.Context) { h.ServeHTTP(c.Writer, c.Request) }
+}
+
+// observe records metrics and writes one structured access log line per request.
+func (s *Server) observe(c *gin.Context) {
+	start := time.Now()
+	s.metrics.inflight.Inc()
+	c.Next()
+	s.metrics.inflight.Dec()
+	elapsed := time.Since(start)
+	route := c.FullPath()
+	if route == "" {
+		route = "unmatched"
+	}
+	status := c.Writer.Status()
+	s.metrics.duration.WithLabelValues(c.Request.Method, route, strconv.Itoa(status)).Observe(elapsed.Seconds())
+	if route == "/healthz" || route == "/metrics" {
+		return
+	}
+	level := slog.LevelInfo
+	attrs := []slog.Attr{
+		slog.String("request_id", c.GetString(ctxRequestID)),
+		slog.String("method", c.Request.Method),
+		slog.String("route", route),
+		slog.Int("status", status),
+		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
+		slog.Int("bytes", c.Writer.Size()),
+	}
+	if cred, ok := credential(c); ok {
+		attrs = append(attrs, slog.Int64("tenant_id", cred.TenantID))
+	}
+	if v, ok := c.Get(ctxErr); ok {
+		if err, ok := v.(error); ok {
+			level = slog.LevelError
+			attrs = append(attrs, slog.String("error", err.Error()))
+		}
+	}
+	s.d.Logger.LogAttrs(c.Request.Context(), level, "http request", attrs...)
+}
+
+// setBodyLimit raises the body cap of one route above the default.
+func (s *Server) setBodyLimit(method, route string, n int64) { s.bodyLimits[method+" "+route] = n }
+
+// limitBody caps request bodies: a declared Content-Length over the cap is refused at once with
+// 413, and reads past the cap fail with *http.MaxBytesError, which errors.go maps to 413.
+func (s *Server) limitBody(c *gin.Context) {
+	limit := s.d.MaxBodyBytes
+	if n, ok := s.bodyLimits[c.Request.Method+" "+c.FullPath()]; ok {
+		limit = n
+	}
+	if c.Request.ContentLength > limit {
+		abort(c, &http.MaxBytesError{Limit: limit})
+		return
+	}
+	if c.Request.Body != nil {
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, limit)
+	}
+	c.Next()
+}
+
+func codedNotFound(msg string) error { return errs.Coded(errs.ErrNotFound, "not_found", "%s", msg) }
+
+// bindJSON decodes the body into v, mapping syntax and type errors to a 400 with the field.
+func bindJSON(c *gin.Context, v any) error {
+	if err := c.ShouldBindJSON(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return err
+		}
+		return jsonError(err)
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+// Package api is Cohort's HTTP interface: the Gin router, its middleware (request ids, logs,
+// metrics, body limits, authentication) and one file per resource group. Handlers are thin: bind,
+// validate, one call to a service or Temporal, map the error (errors.go), render.
+package api
+
+import (
+	"context"
+	_ "embed"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/cohort-dev/cohort/internal/auth"
+	"github.com/cohort-dev/cohort/internal/blob"
+)
+
+//go:embed openapi.yaml
+var openAPISpec []byte
+
+// OpenAPISpec returns the contract served at /openapi.yaml.
+func OpenAPISpec() []byte { return openAPISpec }
+
+// ReadyCheck is one dependency /readyz checks.
+type ReadyCheck struct {
+	Name  string
+	Check func(ctx context.Context) error
+}
+
+// Deps are everything the handlers call.
+type Deps struct {
+	Logger *slog.Logger
+	Auth   *auth.Authenticator
+	// LocalBlob serves signed downloads in the embedded mode; nil when blobs live in GCS.
+	LocalBlob *blob.Local
+	Ready     []ReadyCheck
+	// Registry collects Prometheus metrics; a new one when nil.
+	Registry     *prometheus.Registry
+	MaxBodyBytes int64
+	Now          func() time.Time
+}
+
+// Server is the HTTP API.
+type Server struct {
+	d          Deps
+	engine     *gin.Engine
+	bodyLimits map[string]int64 // "METHOD /route/template" -> bytes, beyond the default
+	metrics    *httpMetrics
+}
+
+// New builds the router with every route registered.
+func New(d Deps) *Server {
+	if d.Registry == nil {
+		d.Registry = prometheus.NewRegistry()
+		d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if d.MaxBodyBytes <= 0 {
+		d.MaxBodyBytes = 1 << 20
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.ContextWithFallback = true
+	s := &Server{d: d, engine: e, bodyLimits: map[string]int64{}, metrics: newHTTPMetrics(d.Registry)}
+	e.Use(s.requestID, s.recover, s.observe, s.limitBody)
+	e.NoRoute(func(c *gin.Context) {
+		abort(c, codedNotFound("no route "+c.Request.Method+" "+c.Request.URL.Path))
+	})
+	e.NoMethod(func(c *gin.Context) {
+		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, ErrorBody{Error: ErrorDetail{
+			Code: "method_not_allowed", Message: c.Request.Method + " is not allowed on " + c.Request.URL.Path,
+			RequestID: c.GetString(ctxRequestID),
+		}})
+	})
+	s.routes()
+	return s
+}
+
+// Handler is the http.Handler to serve.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// Routes lists the registered routes (method and template), for the contract test.
+func (s *Server) Routes() gin.RoutesInfo { return s.engine.Routes() }
+
+func (s *Server) routes() {
+	e := s.engine
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", s.metricsHandler())
+	e.GET("/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", openAPISpec) })
+
+	a := e.Group("/api")
+	a.POST("/auth/session/", s.require(policyHandshake), s.startSession)
+	a.GET("/auth/whoami/", s.require(policyAnyCaller), s.whoami)
+	a.GET("/blobs/*key", s.downloadBlob)
+}

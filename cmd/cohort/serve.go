@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/cohort-dev/cohort/api"
+	"github.com/cohort-dev/cohort/internal/config"
+	"github.com/cohort-dev/cohort/internal/store"
+	"github.com/cohort-dev/cohort/internal/tclient"
+	"github.com/cohort-dev/cohort/worker"
+)
+
+func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
+	if err := cfg.Validate(config.RoleServe); err != nil {
+		return err
+	}
+	if cfg.HTTPAddr == "" {
+		cfg.HTTPAddr = ":8080"
+	}
+	c, err := openCore(ctx, cfg, logger, coreOptions{blob: true})
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	tc, err := tclient.Dial(ctx, cfg.Temporal, logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	srv := api.New(c.apiDeps([]api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}))
+	addr, done, err := serveHTTP(ctx, cfg.HTTPAddr, srv.Handler(), logger, cfg.ShutdownTimeout)
+	if err != nil {
+		return err
+	}
+	logger.Info("serving HTTP API", "addr", addr.String())
+	return <-done
+}
+
+func runWorker(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
+	if err := cfg.Validate(config.RoleWorker); err != nil {
+		return err
+	}
+	c, err := openCore(ctx, cfg, logger, coreOptions{blob: true})
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	tc, err := tclient.Dial(ctx, cfg.Temporal, logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	return worker.New(c.workerDeps(tc)).Run(ctx)
+}
+
+func runMigrate(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout io.Writer) error {
+	if err := cfg.Validate(config.RoleMigrate); err != nil {
+		return err
+	}
+	db, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: 2})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := migrate(ctx, db, logger); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(stdout, `{"status":"ok"}`)
+	return err
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/cohort-dev/cohort/api"
+	"github.com/cohort-dev/cohort/internal/auth"
+	"github.com/cohort-dev/cohort/internal/blob"
+	"github.com/cohort-dev/cohort/internal/config"
+	"github.com/cohort-dev/cohort/internal/secretbox"
+	"github.com/cohort-dev/cohort/internal/store"
+	"github.com/cohort-dev/cohort/internal/tenant"
+	"github.com/cohort-dev/cohort/schema"
+	"github.com/cohort-dev/cohort/worker"
+	"go.temporal.io/sdk/client"
+)
+
+// Purposes of keys derived from COHORT_SECRET_KEY; changing one invalidates what it protects.
+const (
+	purposeTokens    = "cohort/jwt/v1"
+	purposeSecretBox = "cohort/secretbox/v1"
+	purposeBlobURLs  = "cohort/blob-urls/v1"
+)
+
+// core is what every role needs: the metadata store, tenants and authentication.
+type core struct {
+	cfg       *config.Config
+	log       *slog.Logger
+	db        *store.DB
+	box       *secretbox.Box
+	signer    *auth.Signer
+	tenants   *tenant.Service
+	auth      *auth.Authenticator
+	blob      blob.Store
+	localBlob *blob.Local
+	closers   []func()
+}
+
+type coreOptions struct {
+	migrate bool // apply schema/ at start (embedded mode only)
+	blob    bool // open the blob store
+}
+
+func openCore(ctx context.Context, cfg *config.Config, logger *slog.Logger, o coreOptions) (*core, error) {
+	c := &core{cfg: cfg, log: logger}
+	db, err := store.Open(ctx, cfg.DatabaseURL, store.Options{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	c.db = db
+	c.closers = append(c.closers, db.Close)
+	if o.migrate {
+		if err := migrate(ctx, db, logger); err != nil {
+			c.close()
+			return nil, err
+		}
+	}
+	boxKey := secretbox.DeriveKey(cfg.SecretKey, purposeSecretBox)
+	c.box, err = secretbox.New(map[string][]byte{secretbox.KeyID(boxKey): boxKey}, secretbox.KeyID(boxKey))
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	c.signer, err = auth.NewSigner(secretbox.DeriveKey(cfg.SecretKey, purposeTokens), time.Now)
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	c.tenants = tenant.NewService(db.Gorm, c.box, time.Now)
+	var jwks *auth.JWKSVerifier
+	if cfg.JWT.JWKSURL != "" {
+		jwks, err = auth.NewJWKSVerifier(auth.JWKSConfig{
+			URL: cfg.JWT.JWKSURL, Issuer: cfg.JWT.Issuer, Audience: cfg.JWT.Audience, TenantClaim: cfg.JWT.TenantClaim,
+		})
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+	}
+	c.auth = auth.NewAuthenticator(auth.Deps{
+		Keys: c.tenants, Tenants: c.tenants, Identity: c.tenants, Signer: c.signer, JWKS: jwks, Now: time.Now,
+	})
+	if o.blob {
+		if err := c.openBlob(ctx); err != nil {
+			c.close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *core) openBlob(ctx context.Context) error {
+	switch c.cfg.Blob {
+	case "local":
+		l, err := blob.NewLocal(blob.LocalConfig{
+			Dir:        filepath.Join(c.cfg.DataDir, "blobs"),
+			BaseURL:    c.cfg.PublicBaseURL,
+			SigningKey: secretbox.DeriveKey(c.cfg.SecretKey, purposeBlobURLs),
+			Now:        time.Now,
+		})
+		if err != nil {
+			return err
+		}
+		c.blob, c.localBlob = l, l
+	case "gcs":
+		g, err := blob.NewGCS(ctx, blob.GCSConfig{Bucket: c.cfg.GCSBucket, Now: time.Now})
+		if err != nil {
+			return err
+		}
+		c.blob = g
+		c.closers = append(c.closers, func() { _ = g.Close() })
+	default:
+		return fmt.Errorf("unknown blob store %q", c.cfg.Blob)
+	}
+	return nil
+}
+
+func (c *core) close() {
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		c.closers[i]()
+	}
+	c.closers = nil
+}
+
+func migrate(ctx context.Context, db *store.DB, logger *slog.Logger) error {
+	ms, err := store.LoadMigrations(schema.Postgres, schema.PostgresDir)
+	if err != nil {
+		return err
+	}
+	applied, err := store.Migrate(ctx, db.Pool, ms)
+	if err != nil {
+		return err
+	}
+	if len(applied) > 0 {
+		logger.Info("applied migrations", "versions", applied)
+	}
+	return nil
+}
+
+// apiDeps builds the HTTP API's dependencies from the core.
+func (c *core) apiDeps(ready []api.ReadyCheck) api.Deps {
+	return api.Deps{
+		Logger:       c.log,
+		Auth:         c.auth,
+		LocalBlob:    c.localBlob,
+		Ready:        append([]api.ReadyCheck{{Name: "postgres", Check: c.db.Ping}}, ready...),
+		MaxBodyBytes: c.cfg.MaxBodyBytes,
+		Now:          time.Now,
+	}
+}
+
+// serveHTTP listens on addr and serves h until ctx ends, then shuts down gracefully.
+func serveHTTP(ctx context.Context, addr string, h http.Handler, logger *slog.Logger, grace time.Duration) (net.Addr, <-chan error, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	done := make(chan error, 1)
+	go func() {
+		errc := make(chan error, 1)
+		go func() { errc <- srv.Serve(ln) }()
+		select {
+		case err := <-errc:
+			done <- err
+			return
+		case <-ctx.Done():
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), grace)
+		defer cancel()
+		err := srv.Shutdown(sctx)
+		if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+			err = serr
+		}
+		done <- err
+	}()
+	return ln.Addr(), done, nil
+}
+
+// workerDeps builds the worker role's registrations and consumers.
+func (c *core) workerDeps(tc client.Client) worker.Deps {
+	return worker.Deps{
+		Temporal:  tc,
+		TaskQueue: c.cfg.Temporal.TaskQueue,
+		Logger:    c.log,
+	}
+}

@@ -1,0 +1,307 @@
+// Package config is Cohort's one typed configuration, loaded from the environment once in main.
+// Every secret also has a _FILE variant (for Kubernetes secret volumes): FOO_FILE=/path reads FOO
+// from that file.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Role is what the process runs; it decides which settings are required.
+type Role string
+
+const (
+	RoleServe   Role = "serve"
+	RoleWorker  Role = "worker"
+	RoleMigrate Role = "migrate"
+	RoleDev     Role = "dev"
+	RoleTenants Role = "tenants"
+)
+
+type Config struct {
+	HTTPAddr      string // COHORT_HTTP_ADDR
+	PublicBaseURL string // COHORT_PUBLIC_URL: base of links the service hands out (signed downloads)
+	DataDir       string // COHORT_DATA_DIR: embedded mode state (Postgres cluster, Temporal SQLite, blobs)
+	LogLevel      string // COHORT_LOG_LEVEL: debug|info|warn|error
+	LogFormat     string // COHORT_LOG_FORMAT: json|text
+
+	DatabaseURL string // DATABASE_URL (+_FILE)
+	SecretKey   []byte // COHORT_SECRET_KEY (+_FILE): token signing, URL signing, secret encryption
+
+	Temporal TemporalConfig
+	PubSub   PubSubConfig
+	Warehouse string // COHORT_WAREHOUSE: bigquery|postgres
+	BigQuery  BigQueryConfig
+	Blob      string // COHORT_BLOB_STORE: gcs|local
+	GCSBucket string // GCS_BUCKET
+	AI        AIConfig
+	JWT       JWTConfig
+
+	// Embedded Temporal of `cohort dev` (when TEMPORAL_ADDRESS is not set).
+	DevTemporalPort int // COHORT_DEV_TEMPORAL_PORT, default 7233
+	DevUIPort       int // COHORT_DEV_UI_PORT, default 8233; 0 disables the Web UI
+
+	AllowPrivateNetworks bool  // COHORT_ALLOW_PRIVATE_NETWORKS
+	MaxBodyBytes         int64 // COHORT_MAX_BODY_BYTES: default request body cap
+	ShutdownTimeout      time.Duration
+}
+
+type TemporalConfig struct {
+	Address       string // TEMPORAL_ADDRESS
+	Namespace     string // TEMPORAL_NAMESPACE
+	TaskQueue     string // TEMPORAL_TASK_QUEUE
+	APIKey        string // TEMPORAL_API_KEY (+_FILE), Temporal Cloud API keys
+	TLSCertFile   string // TEMPORAL_TLS_CERT (mTLS client certificate, PEM file)
+	TLSKeyFile    string // TEMPORAL_TLS_KEY
+	TLSCAFile     string // TEMPORAL_TLS_CA
+	TLSServerName string // TEMPORAL_TLS_SERVER_NAME
+	TLS           bool   // TEMPORAL_TLS: force TLS (implied by cert, API key)
+}
+
+type PubSubConfig struct {
+	Project      string // PUBSUB_PROJECT
+	Topic        string // PUBSUB_TOPIC
+	Subscription string // PUBSUB_SUBSCRIPTION
+}
+
+type BigQueryConfig struct {
+	Project string // BIGQUERY_PROJECT
+	Dataset string // BIGQUERY_DATASET
+}
+
+type AIConfig struct {
+	Provider       string // COHORT_AI_PROVIDER: local|openai (openai when OPENAI_API_KEY is set)
+	BaseURL        string // OPENAI_BASE_URL
+	APIKey         string // OPENAI_API_KEY (+_FILE)
+	ChatModel      string // OPENAI_CHAT_MODEL
+	EmbeddingModel string // OPENAI_EMBEDDING_MODEL
+	Dimensions     int    // OPENAI_EMBEDDING_DIMENSIONS
+}
+
+type JWTConfig struct {
+	JWKSURL     string // COHORT_JWKS_URL: external identity provider's key set (RS256/ES256)
+	Issuer      string // COHORT_JWT_ISSUER
+	Audience    string // COHORT_JWT_AUDIENCE
+	TenantClaim string // COHORT_JWT_TENANT_CLAIM: claim holding the tenant slug or id
+}
+
+// Getenv looks a variable up; os.LookupEnv in main, a map in tests.
+type Getenv func(key string) (string, bool)
+
+// MissingError names every required setting that was not set.
+type MissingError struct{ Names []string }
+
+func (e *MissingError) Error() string {
+	return "missing required setting(s): " + strings.Join(e.Names, ", ")
+}
+
+// Load reads the configuration. It does not check required settings: call Validate with the role.
+func Load(env Getenv) (*Config, error) {
+	r := reader{env: env}
+	c := &Config{
+		HTTPAddr:      r.str("COHORT_HTTP_ADDR", ""),
+		PublicBaseURL: strings.TrimRight(r.str("COHORT_PUBLIC_URL", ""), "/"),
+		DataDir:       r.str("COHORT_DATA_DIR", ".cohort"),
+		LogLevel:      r.str("COHORT_LOG_LEVEL", "info"),
+		LogFormat:     r.str("COHORT_LOG_FORMAT", "json"),
+		DatabaseURL:   r.secret("DATABASE_URL"),
+		Temporal: TemporalConfig{
+			Address:       r.str("TEMPORAL_ADDRESS", ""),
+			Namespace:     r.str("TEMPORAL_NAMESPACE", "default"),
+			TaskQueue:     r.str("TEMPORAL_TASK_QUEUE", "cohort"),
+			APIKey:        r.secret("TEMPORAL_API_KEY"),
+			TLSCertFile:   r.str("TEMPORAL_TLS_CERT", ""),
+			TLSKeyFile:    r.str("TEMPORAL_TLS_KEY", ""),
+			TLSCAFile:     r.str("TEMPORAL_TLS_CA", ""),
+			TLSServerName: r.str("TEMPORAL_TLS_SERVER_NAME", ""),
+			TLS:           r.boolean("TEMPORAL_TLS", false),
+		},
+		PubSub: PubSubConfig{
+			Project:      r.str("PUBSUB_PROJECT", ""),
+			Topic:        r.str("PUBSUB_TOPIC", ""),
+			Subscription: r.str("PUBSUB_SUBSCRIPTION", ""),
+		},
+		Warehouse: r.str("COHORT_WAREHOUSE", "bigquery"),
+		BigQuery: BigQueryConfig{
+			Project: r.str("BIGQUERY_PROJECT", ""),
+			Dataset: r.str("BIGQUERY_DATASET", ""),
+		},
+		Blob:      r.str("COHORT_BLOB_STORE", "gcs"),
+		GCSBucket: r.str("GCS_BUCKET", ""),
+		AI: AIConfig{
+			Provider:       r.str("COHORT_AI_PROVIDER", ""),
+			BaseURL:        r.str("OPENAI_BASE_URL", "https://api.openai.com/v1"),
+			APIKey:         r.secret("OPENAI_API_KEY"),
+			ChatModel:      r.str("OPENAI_CHAT_MODEL", "gpt-4o-mini"),
+			EmbeddingModel: r.str("OPENAI_EMBEDDING_MODEL", "text-embedding-3-small"),
+			Dimensions:     r.integer("OPENAI_EMBEDDING_DIMENSIONS", 0),
+		},
+		JWT: JWTConfig{
+			JWKSURL:     r.str("COHORT_JWKS_URL", ""),
+			Issuer:      r.str("COHORT_JWT_ISSUER", ""),
+			Audience:    r.str("COHORT_JWT_AUDIENCE", ""),
+			TenantClaim: r.str("COHORT_JWT_TENANT_CLAIM", "cohort_tenant"),
+		},
+		DevTemporalPort:      r.integer("COHORT_DEV_TEMPORAL_PORT", 7233),
+		DevUIPort:            r.integer("COHORT_DEV_UI_PORT", 8233),
+		AllowPrivateNetworks: r.boolean("COHORT_ALLOW_PRIVATE_NETWORKS", false),
+		MaxBodyBytes:         int64(r.integer("COHORT_MAX_BODY_BYTES", 1<<20)),
+		ShutdownTimeout:      r.duration("COHORT_SHUTDOWN_TIMEOUT", 8*time.Second),
+	}
+	if s := r.secret("COHORT_SECRET_KEY"); s != "" {
+		c.SecretKey = []byte(s)
+	}
+	if c.AI.Provider == "" {
+		c.AI.Provider = "local"
+		if c.AI.APIKey != "" {
+			c.AI.Provider = "openai"
+		}
+	}
+	if len(r.errs) > 0 {
+		return nil, errors.Join(r.errs...)
+	}
+	return c, nil
+}
+
+// Validate checks that every setting the role needs is present and well formed.
+// The dev role fills its gaps with embedded defaults, so it requires nothing.
+func (c *Config) Validate(role Role) error {
+	var missing []string
+	need := func(name, v string) {
+		if v == "" {
+			missing = append(missing, name)
+		}
+	}
+	switch role {
+	case RoleServe, RoleWorker:
+		need("DATABASE_URL", c.DatabaseURL)
+		need("TEMPORAL_ADDRESS", c.Temporal.Address)
+		need("PUBSUB_PROJECT", c.PubSub.Project)
+		need("PUBSUB_TOPIC", c.PubSub.Topic)
+		if len(c.SecretKey) == 0 {
+			missing = append(missing, "COHORT_SECRET_KEY")
+		}
+		if role == RoleWorker {
+			need("PUBSUB_SUBSCRIPTION", c.PubSub.Subscription)
+		}
+		if c.Warehouse == "bigquery" {
+			need("BIGQUERY_PROJECT", c.BigQuery.Project)
+			need("BIGQUERY_DATASET", c.BigQuery.Dataset)
+		}
+		if c.Blob == "gcs" {
+			need("GCS_BUCKET", c.GCSBucket)
+		}
+		if c.AI.Provider == "openai" {
+			need("OPENAI_API_KEY", c.AI.APIKey)
+		}
+		if role == RoleServe {
+			need("COHORT_PUBLIC_URL", c.PublicBaseURL)
+		}
+	case RoleMigrate:
+		need("DATABASE_URL", c.DatabaseURL)
+	}
+	if len(missing) > 0 {
+		return &MissingError{Names: missing}
+	}
+	var bad []error
+	if role != RoleDev && role != RoleTenants && len(c.SecretKey) > 0 && len(c.SecretKey) < 32 {
+		bad = append(bad, errors.New("COHORT_SECRET_KEY must be at least 32 bytes"))
+	}
+	switch c.Warehouse {
+	case "bigquery", "postgres":
+	default:
+		bad = append(bad, fmt.Errorf("COHORT_WAREHOUSE must be bigquery or postgres, got %q", c.Warehouse))
+	}
+	switch c.Blob {
+	case "gcs", "local":
+	default:
+		bad = append(bad, fmt.Errorf("COHORT_BLOB_STORE must be gcs or local, got %q", c.Blob))
+	}
+	switch c.AI.Provider {
+	case "local", "openai":
+	default:
+		bad = append(bad, fmt.Errorf("COHORT_AI_PROVIDER must be local or openai, got %q", c.AI.Provider))
+	}
+	if (c.Temporal.TLSCertFile == "") != (c.Temporal.TLSKeyFile == "") {
+		bad = append(bad, errors.New("TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together"))
+	}
+	if c.JWT.JWKSURL != "" && c.JWT.Issuer == "" {
+		bad = append(bad, errors.New("COHORT_JWT_ISSUER is required with COHORT_JWKS_URL"))
+	}
+	if c.MaxBodyBytes <= 0 {
+		bad = append(bad, errors.New("COHORT_MAX_BODY_BYTES must be positive"))
+	}
+	return errors.Join(bad...)
+}
+
+type reader struct {
+	env  Getenv
+	errs []error
+}
+
+func (r *reader) str(key, def string) string {
+	if v, ok := r.env(key); ok && strings.TrimSpace(v) != "" {
+		return strings.TrimSpace(v)
+	}
+	return def
+}
+
+// secret reads KEY, or the contents of the file named by KEY_FILE.
+func (r *reader) secret(key string) string {
+	if v, ok := r.env(key); ok && v != "" {
+		return strings.TrimSpace(v)
+	}
+	if p, ok := r.env(key + "_FILE"); ok && p != "" {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			r.errs = append(r.errs, fmt.Errorf("%s_FILE: %w", key, err))
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
+	return ""
+}
+
+func (r *reader) boolean(key string, def bool) bool {
+	v := r.str(key, "")
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s: want true or false, got %q", key, v))
+		return def
+	}
+	return b
+}
+
+func (r *reader) integer(key string, def int) int {
+	v := r.str(key, "")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s: want an integer, got %q", key, v))
+		return def
+	}
+	return n
+}
+
+func (r *reader) duration(key string, def time.Duration) time.Duration {
+	v := r.str(key, "")
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s: want a duration like 10s, got %q", key, v))
+		return def
+	}
+	return d
+}

@@ -1,0 +1,314 @@
+// Package tenant manages tenants and their credentials: creation, key rotation and revocation,
+// and the lookups the authenticator and the webhook verifier need.
+package tenant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/gorm"
+
+	"github.com/cohort-dev/cohort/internal/auth"
+	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/secretbox"
+)
+
+// Tenant mirrors the tenants table.
+type Tenant struct {
+	ID                   int64     `gorm:"primaryKey" json:"id"`
+	Slug                 string    `json:"slug"`
+	Name                 string    `json:"name"`
+	WebhookSecretSealed  string    `json:"-"`
+	IdentitySecretSealed string    `json:"-"`
+	RequireSignedUserID  bool      `json:"require_signed_user_id"`
+	CreatedAt            time.Time `json:"created_at"`
+	UpdatedAt            time.Time `json:"updated_at"`
+}
+
+// APIKey mirrors the api_keys table.
+type APIKey struct {
+	ID        int64      `gorm:"primaryKey" json:"-"`
+	TenantID  int64      `json:"-"`
+	Kind      string     `json:"kind"`
+	KeyID     string     `json:"key_id"`
+	KeyHash   []byte     `json:"-"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// Service owns tenants. It implements auth.KeyStore, auth.TenantResolver and auth.IdentityStore.
+type Service struct {
+	db  *gorm.DB
+	box *secretbox.Box
+	now func() time.Time
+}
+
+func NewService(db *gorm.DB, box *secretbox.Box, now func() time.Time) *Service {
+	return &Service{db: db, box: box, now: now}
+}
+
+var slugRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,62}$`)
+
+// Created is what creation and rotation hand back once: the plain keys and secrets.
+type Created struct {
+	Tenant         Tenant
+	SecretKey      string
+	PublicKey      string
+	WebhookSecret  string
+	IdentitySecret string
+}
+
+// Create makes a tenant with one secret key, one public key, a webhook secret and an identity
+// secret (for signed user ids).
+func (s *Service) Create(ctx context.Context, slug, name string) (Created, error) {
+	slug = strings.TrimSpace(slug)
+	if !slugRE.MatchString(slug) {
+		return Created{}, errs.Invalid("slug", "2-63 characters of a-z, 0-9 and -, starting with a letter or digit")
+	}
+	if name = strings.TrimSpace(name); name == "" {
+		name = slug
+	}
+	if len(name) > 200 {
+		return Created{}, errs.Invalid("name", "at most 200 characters")
+	}
+	webhook, err := auth.RandomSecret(32)
+	if err != nil {
+		return Created{}, err
+	}
+	identity, err := auth.RandomSecret(32)
+	if err != nil {
+		return Created{}, err
+	}
+	t := Tenant{Slug: slug, Name: name}
+	var out Created
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// Seal after the id is known so each ciphertext is bound to its row; insert placeholders first.
+		t.WebhookSecretSealed, t.IdentitySecretSealed = "-", "-"
+		if err := tx.Create(&t).Error; err != nil {
+			if isUniqueViolation(err) {
+				return errs.Coded(errs.ErrConflict, "conflict", "tenant slug %q is taken", slug)
+			}
+			return fmt.Errorf("insert tenant: %w", err)
+		}
+		var err error
+		if t.WebhookSecretSealed, err = s.box.SealString(webhook, aad(t.ID, "webhook_secret")); err != nil {
+			return err
+		}
+		if t.IdentitySecretSealed, err = s.box.SealString(identity, aad(t.ID, "identity_secret")); err != nil {
+			return err
+		}
+		if err := tx.Model(&t).Updates(map[string]any{
+			"webhook_secret_sealed": t.WebhookSecretSealed, "identity_secret_sealed": t.IdentitySecretSealed,
+		}).Error; err != nil {
+			return fmt.Errorf("store tenant secrets: %w", err)
+		}
+		sk, pk, err := s.insertKeys(tx, t.ID)
+		if err != nil {
+			return err
+		}
+		out = Created{Tenant: t, SecretKey: sk, PublicKey: pk, WebhookSecret: webhook, IdentitySecret: identity}
+		return nil
+	})
+	if err != nil {
+		return Created{}, err
+	}
+	return out, nil
+}
+
+func aad(tenantID int64, field string) string {
+	return "tenant:" + strconv.FormatInt(tenantID, 10) + "/" + field
+}
+
+func (s *Service) insertKeys(tx *gorm.DB, tenantID int64) (secret, public string, err error) {
+	for _, kind := range []auth.KeyKind{auth.KeySecret, auth.KeyPublic} {
+		k, err := auth.GenerateKey(kind)
+		if err != nil {
+			return "", "", err
+		}
+		row := APIKey{TenantID: tenantID, Kind: string(kind), KeyID: k.KeyID, KeyHash: k.Hash}
+		if err := tx.Create(&row).Error; err != nil {
+			return "", "", fmt.Errorf("insert api key: %w", err)
+		}
+		if kind == auth.KeySecret {
+			secret = k.Plain
+		} else {
+			public = k.Plain
+		}
+	}
+	return secret, public, nil
+}
+
+// BySlug finds a tenant.
+func (s *Service) BySlug(ctx context.Context, slug string) (Tenant, error) {
+	var t Tenant
+	err := s.db.WithContext(ctx).Where("slug = ?", slug).Take(&t).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Tenant{}, fmt.Errorf("tenant %q: %w", slug, errs.ErrNotFound)
+	}
+	if err != nil {
+		return Tenant{}, fmt.Errorf("load tenant %q: %w", slug, err)
+	}
+	return t, nil
+}
+
+// ByID finds a tenant.
+func (s *Service) ByID(ctx context.Context, id int64) (Tenant, error) {
+	var t Tenant
+	err := s.db.WithContext(ctx).Where("id = ?", id).Take(&t).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Tenant{}, fmt.Errorf("tenant %d: %w", id, errs.ErrNotFound)
+	}
+	if err != nil {
+		return Tenant{}, fmt.Errorf("load tenant %d: %w", id, err)
+	}
+	return t, nil
+}
+
+// MintToken issues a Bearer access token for the tenant, valid 24 h.
+func (s *Service) MintToken(t Tenant, signer *auth.Signer) (string, time.Time, error) {
+	return signer.Mint(auth.Claims{TenantID: t.ID, TenantSlug: t.Slug, Type: auth.TokenAccess}, auth.AccessTokenTTL)
+}
+
+// RotateKeys issues a new secret and public key. The tenant's older active keys stop working after
+// grace (0 revokes them now), so deployments can roll over without downtime.
+func (s *Service) RotateKeys(ctx context.Context, slug string, grace time.Duration) (secret, public string, err error) {
+	if grace < 0 {
+		return "", "", errs.Invalid("grace", "must not be negative")
+	}
+	t, err := s.BySlug(ctx, slug)
+	if err != nil {
+		return "", "", err
+	}
+	now := s.now()
+	cutoff := now.Add(grace)
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Model(&APIKey{}).
+			Where("tenant_id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)", t.ID, cutoff).
+			Update("expires_at", cutoff).Error; err != nil {
+			return fmt.Errorf("expire old keys: %w", err)
+		}
+		var err error
+		secret, public, err = s.insertKeys(tx, t.ID)
+		return err
+	})
+	return secret, public, err
+}
+
+// RevokeKey revokes one key of the tenant now.
+func (s *Service) RevokeKey(ctx context.Context, slug, keyID string) error {
+	t, err := s.BySlug(ctx, slug)
+	if err != nil {
+		return err
+	}
+	res := s.db.WithContext(ctx).Model(&APIKey{}).
+		Where("tenant_id = ? AND key_id = ? AND revoked_at IS NULL", t.ID, keyID).
+		Update("revoked_at", s.now())
+	if res.Error != nil {
+		return fmt.Errorf("revoke key: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("key %q of tenant %q: %w", keyID, slug, errs.ErrNotFound)
+	}
+	return nil
+}
+
+// Keys lists a tenant's keys (never their secrets).
+func (s *Service) Keys(ctx context.Context, slug string) ([]APIKey, error) {
+	t, err := s.BySlug(ctx, slug)
+	if err != nil {
+		return nil, err
+	}
+	var keys []APIKey
+	if err := s.db.WithContext(ctx).Where("tenant_id = ?", t.ID).Order("id").Find(&keys).Error; err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	return keys, nil
+}
+
+// SetRequireSignedUserID turns the signed user id requirement of the pk_ handshake on or off.
+func (s *Service) SetRequireSignedUserID(ctx context.Context, slug string, on bool) error {
+	res := s.db.WithContext(ctx).Model(&Tenant{}).Where("slug = ?", slug).
+		Updates(map[string]any{"require_signed_user_id": on, "updated_at": s.now()})
+	if res.Error != nil {
+		return fmt.Errorf("update tenant: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("tenant %q: %w", slug, errs.ErrNotFound)
+	}
+	return nil
+}
+
+// LookupKey implements auth.KeyStore.
+func (s *Service) LookupKey(ctx context.Context, keyID string) (auth.KeyRecord, error) {
+	var row struct {
+		APIKey
+		Slug string
+	}
+	err := s.db.WithContext(ctx).Table("api_keys").
+		Select("api_keys.*, tenants.slug").
+		Joins("JOIN tenants ON tenants.id = api_keys.tenant_id").
+		Where("api_keys.key_id = ?", keyID).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return auth.KeyRecord{}, errs.ErrNotFound
+	}
+	if err != nil {
+		return auth.KeyRecord{}, fmt.Errorf("look up key: %w", err)
+	}
+	return auth.KeyRecord{
+		KeyID: row.KeyID, Kind: auth.KeyKind(row.Kind), TenantID: row.TenantID, TenantSlug: row.Slug,
+		Hash: row.KeyHash, ExpiresAt: row.ExpiresAt, RevokedAt: row.RevokedAt,
+	}, nil
+}
+
+// ResolveTenant implements auth.TenantResolver: ref is a slug or a numeric id.
+func (s *Service) ResolveTenant(ctx context.Context, ref string) (int64, string, error) {
+	var t Tenant
+	var err error
+	if id, perr := strconv.ParseInt(ref, 10, 64); perr == nil {
+		t, err = s.ByID(ctx, id)
+	} else {
+		t, err = s.BySlug(ctx, ref)
+	}
+	if err != nil {
+		return 0, "", err
+	}
+	return t.ID, t.Slug, nil
+}
+
+// IdentitySettings implements auth.IdentityStore.
+func (s *Service) IdentitySettings(ctx context.Context, tenantID int64) ([]byte, bool, error) {
+	t, err := s.ByID(ctx, tenantID)
+	if err != nil {
+		return nil, false, err
+	}
+	secret, err := s.box.OpenString(t.IdentitySecretSealed, aad(t.ID, "identity_secret"))
+	if err != nil {
+		return nil, false, fmt.Errorf("open identity secret: %w", err)
+	}
+	return []byte(secret), t.RequireSignedUserID, nil
+}
+
+// WebhookSecret returns the tenant's storefront webhook secret, for HMAC verification.
+func (s *Service) WebhookSecret(ctx context.Context, slug string) (Tenant, []byte, error) {
+	t, err := s.BySlug(ctx, slug)
+	if err != nil {
+		return Tenant{}, nil, err
+	}
+	secret, err := s.box.OpenString(t.WebhookSecretSealed, aad(t.ID, "webhook_secret"))
+	if err != nil {
+		return Tenant{}, nil, fmt.Errorf("open webhook secret: %w", err)
+	}
+	return t, []byte(secret), nil
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
