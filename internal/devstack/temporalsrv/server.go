@@ -57,6 +57,7 @@ type Server struct {
 	uiAddr    string
 	namespace string
 	stopped   atomic.Bool
+	level     *slog.LevelVar
 }
 
 // FrontendAddress is host:port of the gRPC frontend, for client.Dial.
