@@ -45,4 +45,3 @@ func (s *Server) downloadBlob(c *gin.Context) {
 	c.Status(http.StatusOK)
 	_, _ = io.Copy(c.Writer, r)
 }
-

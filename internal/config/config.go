@@ -33,8 +33,8 @@ type Config struct {
 	DatabaseURL string // DATABASE_URL (+_FILE)
 	SecretKey   []byte // COHORT_SECRET_KEY (+_FILE): token signing, URL signing, secret encryption
 
-	Temporal TemporalConfig
-	PubSub   PubSubConfig
+	Temporal  TemporalConfig
+	PubSub    PubSubConfig
 	Warehouse string // COHORT_WAREHOUSE: bigquery|postgres
 	BigQuery  BigQueryConfig
 	Blob      string // COHORT_BLOB_STORE: gcs|local
