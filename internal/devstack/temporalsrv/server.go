@@ -240,15 +240,12 @@ func sqlConfig(o Options, clusterName string) (*config.SQL, error) {
 			return nil, fmt.Errorf("temporal data dir: %w", err)
 		}
 	}
-	fresh := o.DatabaseFile == ""
-	if !fresh {
+	// The SQLite plugin creates the schema of in-memory databases itself; a file needs it once.
+	if o.DatabaseFile != "" {
 		if _, err := os.Stat(o.DatabaseFile); errors.Is(err, os.ErrNotExist) {
-			fresh = true
-		}
-	}
-	if fresh {
-		if err := sqliteschema.SetupSchema(conf); err != nil {
-			return nil, fmt.Errorf("temporal sqlite schema: %w", err)
+			if err := sqliteschema.SetupSchema(conf); err != nil {
+				return nil, fmt.Errorf("temporal sqlite schema: %w", err)
+			}
 		}
 	}
 	ns, err := sqliteschema.NewNamespaceConfig(clusterName, o.Namespace, false, o.SearchAttributes)
