@@ -37,6 +37,8 @@ type Deps struct {
 	// LocalBlob serves signed downloads in the embedded mode; nil when blobs live in GCS.
 	LocalBlob *blob.Local
 	Ready     []ReadyCheck
+	// Ingest serves /api/ingestion/; its routes are registered only when set.
+	Ingest *IngestionDeps
 	// Registry collects Prometheus metrics; a new one when nil.
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
@@ -102,4 +104,7 @@ func (s *Server) routes() {
 	a.POST("/auth/session/", s.require(policyHandshake), s.startSession)
 	a.GET("/auth/whoami/", s.require(policyAnyCaller), s.whoami)
 	a.GET("/blobs/*key", s.downloadBlob)
+	if s.d.Ingest != nil {
+		s.ingestionRoutes(a)
+	}
 }

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"google.golang.org/api/option"
+
 	"github.com/cohort-dev/cohort/api"
 	"github.com/cohort-dev/cohort/internal/bus"
 	"github.com/cohort-dev/cohort/internal/config"
@@ -103,21 +105,16 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 	}
 
 	pubsubAddr := "Google Cloud Pub/Sub project " + cfg.PubSub.Project
-	if cfg.PubSub.Project == "" {
+	var busOpts []option.ClientOption
+	embeddedBus := cfg.PubSub.Project == ""
+	if embeddedBus {
 		emb, opts, err := bus.StartEmbedded()
 		if err != nil {
 			return err
 		}
 		stops = append(stops, func() { _ = emb.Close() })
+		busOpts = opts
 		cfg.PubSub = config.PubSubConfig{Project: devPubSubProject, Topic: devTopic, Subscription: devSubscription}
-		b, err := bus.Open(ctx, bus.Config{Project: devPubSubProject, Topic: devTopic, Subscription: devSubscription, ClientOptions: opts})
-		if err != nil {
-			return err
-		}
-		stops = append(stops, func() { _ = b.Close() })
-		if err := b.EnsureTopology(ctx); err != nil {
-			return err
-		}
 		pubsubAddr = "pstest " + emb.Addr() + " (topic " + devTopic + ")"
 	}
 
@@ -126,6 +123,19 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 		return err
 	}
 	stops = append(stops, c.close)
+	in, err := c.openIngestion(ctx, busOpts)
+	if err != nil {
+		return err
+	}
+	if embeddedBus {
+		if err := in.bus.EnsureTopology(ctx); err != nil {
+			return err
+		}
+	}
+	loader, err := c.loader(in)
+	if err != nil {
+		return err
+	}
 
 	tc, err := tclient.Dial(ctx, cfg.Temporal, logger)
 	if err != nil {
@@ -135,10 +145,10 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 
 	wctx, cancelWorker := context.WithCancel(context.Background())
 	workerDone := make(chan error, 1)
-	go func() { workerDone <- worker.New(c.workerDeps(tc)).Run(wctx) }()
+	go func() { workerDone <- worker.New(c.workerDeps(tc, loader)).Run(wctx) }()
 	stops = append(stops, func() { cancelWorker(); <-workerDone })
 
-	srv := api.New(c.apiDeps([]api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}))
+	srv := api.New(c.apiDeps([]api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}, in))
 	addr, httpDone, err := serveHTTP(ctx, cfg.HTTPAddr, srv.Handler(), logger, 5*time.Second)
 	if err != nil {
 		return err

@@ -30,7 +30,11 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger) erro
 		return err
 	}
 	defer tc.Close()
-	srv := api.New(c.apiDeps([]api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}))
+	in, err := c.openIngestion(ctx, nil)
+	if err != nil {
+		return err
+	}
+	srv := api.New(c.apiDeps([]api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}, in))
 	addr, done, err := serveHTTP(ctx, cfg.HTTPAddr, srv.Handler(), logger, cfg.ShutdownTimeout)
 	if err != nil {
 		return err
@@ -53,7 +57,15 @@ func runWorker(ctx context.Context, cfg *config.Config, logger *slog.Logger) err
 		return err
 	}
 	defer tc.Close()
-	return worker.New(c.workerDeps(tc)).Run(ctx)
+	in, err := c.openIngestion(ctx, nil)
+	if err != nil {
+		return err
+	}
+	loader, err := c.loader(in)
+	if err != nil {
+		return err
+	}
+	return worker.New(c.workerDeps(tc, loader)).Run(ctx)
 }
 
 func runMigrate(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout io.Writer) error {

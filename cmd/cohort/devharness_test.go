@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cohort-dev/cohort/internal/config"
+	"github.com/cohort-dev/cohort/internal/testenv"
+)
+
+// devStack is a cohort dev running in this test process.
+type devStack struct {
+	base     string
+	dbURL    string
+	dataDir  string
+	tenantID int64
+	secret   string
+	token    string
+	webhook  string
+	slug     string
+}
+
+// startDev runs cohort dev on free ports against a fresh database and creates one tenant.
+func startDev(t *testing.T) *devStack {
+	t.Helper()
+	dataDir := t.TempDir()
+	dbURL := testenv.Database(t)
+	env := map[string]string{
+		"DATABASE_URL":             dbURL,
+		"COHORT_DATA_DIR":          dataDir,
+		"COHORT_HTTP_ADDR":         fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"COHORT_DEV_TEMPORAL_PORT": fmt.Sprint(freePort(t)),
+		"COHORT_DEV_UI_PORT":       "0",
+		"COHORT_LOG_LEVEL":         "warn",
+	}
+	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	go func() { done <- runDev(ctx, cfg, logger, io.Discard) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("dev exited with %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("dev did not stop within 15s")
+		}
+	})
+	s := &devStack{base: "http://" + env["COHORT_HTTP_ADDR"], dbURL: dbURL, dataDir: dataDir, slug: "shop"}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		resp, err := http.Get(s.base + "/readyz")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("dev exited early: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("dev not ready within 90s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Same database and data dir (dev key file) as the running stack.
+	t.Setenv("DATABASE_URL", dbURL)
+	t.Setenv("COHORT_DATA_DIR", dataDir)
+	t.Setenv("COHORT_SECRET_KEY", "")
+	var out, errb bytes.Buffer
+	if code := run([]string{"tenants", "create", "--slug", s.slug}, &out, &errb); code != 0 {
+		t.Fatalf("tenants create: %s", errb.String())
+	}
+	var created struct {
+		ID            int64  `json:"id"`
+		SecretKey     string `json:"secret_key"`
+		Token         string `json:"token"`
+		WebhookSecret string `json:"webhook_secret"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &created); err != nil {
+		t.Fatal(err)
+	}
+	s.tenantID, s.secret, s.token, s.webhook = created.ID, created.SecretKey, created.Token, created.WebhookSecret
+	return s
+}
+
+// do sends a request and decodes a JSON answer into out (when not nil); it returns the status.
+func (s *devStack) do(t *testing.T, method, path, authz string, body []byte, headers map[string]string, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, s.base+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, raw, err)
+		}
+	}
+	if resp.StatusCode >= 500 {
+		t.Logf("%s %s: %d %s", method, path, resp.StatusCode, strings.TrimSpace(string(raw)))
+	}
+	return resp.StatusCode
+}
+
+// eventually polls cond until it holds or 30 s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,212 @@
+// Package ingest accepts behavioural events: it decodes and validates them, publishes accepted
+// batches to Pub/Sub, and (in the worker) loads them into the warehouse, the profile store and the
+// stats rollups, exactly once per event id.
+package ingest
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/cohort-dev/cohort/internal/warehouse"
+)
+
+// Limits of the ingestion API.
+const (
+	MaxBatchEvents    = 500
+	MaxEventBytes     = 32 << 10
+	MaxBatchBytes     = 4 << 20
+	MaxUserIDLen      = 255
+	MaxMessageIDLen   = 128
+	MaxFutureSkew     = 24 * time.Hour
+	ContextIdentified = "context_identified"
+)
+
+// Input is an event as a client sends it.
+type Input struct {
+	UserID     string          `json:"user_id"`
+	EventType  string          `json:"event_type"`
+	OccurredAt *string         `json:"occurred_at"`
+	Payload    json.RawMessage `json:"payload"`
+	MessageID  string          `json:"message_id"` // optional dedupe key; generated when missing
+	SentAt     *string         `json:"sent_at"`    // optional: client clock at send, corrects skew
+}
+
+// Rejection says why one event was not accepted.
+type Rejection struct {
+	Code    string `json:"code"`
+	Field   string `json:"-"`
+	Message string `json:"message"`
+}
+
+func (r *Rejection) Error() string { return r.Field + ": " + r.Message }
+
+func reject(code, field, format string, args ...any) *Rejection {
+	return &Rejection{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Decode parses and validates one raw event received at receivedAt for the tenant.
+func Decode(raw []byte, tenantID int64, receivedAt time.Time) (warehouse.Event, *Rejection) {
+	if len(raw) > MaxEventBytes {
+		return warehouse.Event{}, reject("event_too_large", "event", "event is %d bytes; the limit is %d", len(raw), MaxEventBytes)
+	}
+	var in Input
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&in); err != nil {
+		return warehouse.Event{}, decodeRejection(err)
+	}
+	if dec.More() {
+		return warehouse.Event{}, reject("invalid_json", "event", "trailing data after the event object")
+	}
+	return Validate(in, tenantID, receivedAt)
+}
+
+func decodeRejection(err error) *Rejection {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			return reject("invalid_json", "event", "an event must be a JSON object")
+		}
+		want := "a string"
+		if field == "payload" {
+			want = "an object"
+		}
+		return reject("invalid_"+strings.SplitN(field, ".", 2)[0], field, "must be %s", want)
+	}
+	return reject("invalid_json", "event", "not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// Validate checks a decoded event and normalises it into a warehouse row.
+func Validate(in Input, tenantID int64, receivedAt time.Time) (warehouse.Event, *Rejection) {
+	receivedAt = receivedAt.UTC()
+	ev := warehouse.Event{TenantID: tenantID, ReceivedAt: receivedAt, OccurredAt: receivedAt}
+	if r := checkUserID(in.UserID); r != nil {
+		return ev, r
+	}
+	ev.UserID = in.UserID
+	if !validEventType(in.EventType) {
+		return ev, reject("invalid_event_type", "event_type", "must be snake_case: a lowercase letter, then up to 127 of a-z, 0-9, _")
+	}
+	ev.EventType = in.EventType
+	if in.OccurredAt != nil {
+		t, err := time.Parse(time.RFC3339Nano, *in.OccurredAt)
+		if err != nil {
+			return ev, reject("invalid_occurred_at", "occurred_at", "must be an RFC 3339 timestamp such as 2024-05-01T12:00:00Z")
+		}
+		ev.OccurredAt = t.UTC()
+		if in.SentAt != nil {
+			sent, err := time.Parse(time.RFC3339Nano, *in.SentAt)
+			if err != nil {
+				return ev, reject("invalid_sent_at", "sent_at", "must be an RFC 3339 timestamp")
+			}
+			// The client's clock may be off: keep the interval it measured, anchor it at receipt.
+			ev.OccurredAt = receivedAt.Add(-sent.Sub(t)).UTC()
+		}
+		if ev.OccurredAt.After(receivedAt.Add(MaxFutureSkew)) {
+			return ev, reject("invalid_occurred_at", "occurred_at", "is more than 24 hours in the future")
+		}
+	} else if in.SentAt != nil {
+		if _, err := time.Parse(time.RFC3339Nano, *in.SentAt); err != nil {
+			return ev, reject("invalid_sent_at", "sent_at", "must be an RFC 3339 timestamp")
+		}
+	}
+	payload, r := checkPayload(in.Payload)
+	if r != nil {
+		return ev, r
+	}
+	ev.Payload = payload
+	if in.MessageID != "" {
+		if len(in.MessageID) > MaxMessageIDLen || !printable(in.MessageID) {
+			return ev, reject("invalid_message_id", "message_id", "must be at most 128 printable characters")
+		}
+		ev.EventID = in.MessageID
+	} else {
+		ev.EventID = NewEventID()
+	}
+	return ev, nil
+}
+
+func checkUserID(s string) *Rejection {
+	if s == "" {
+		return reject("invalid_user_id", "user_id", "is required")
+	}
+	if !utf8.ValidString(s) {
+		return reject("invalid_user_id", "user_id", "must be valid UTF-8")
+	}
+	if utf8.RuneCountInString(s) > MaxUserIDLen {
+		return reject("invalid_user_id", "user_id", "must be at most 255 characters")
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return reject("invalid_user_id", "user_id", "must not contain control characters")
+		}
+	}
+	return nil
+}
+
+func validEventType(s string) bool {
+	if len(s) == 0 || len(s) > 128 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+var emptyObject = json.RawMessage(`{}`)
+
+func checkPayload(p json.RawMessage) (json.RawMessage, *Rejection) {
+	p = bytes.TrimSpace(p)
+	if len(p) == 0 || bytes.Equal(p, []byte("null")) {
+		return emptyObject, nil
+	}
+	if p[0] != '{' {
+		return nil, reject("invalid_payload", "payload", "must be an object")
+	}
+	// Postgres text and jsonb cannot hold NUL; refuse it here rather than fail in the loader.
+	if bytes.Contains(p, []byte(`\u0000`)) {
+		return nil, reject("invalid_payload", "payload", "must not contain NUL characters (\\u0000)")
+	}
+	out := make(json.RawMessage, len(p))
+	copy(out, p)
+	return out, nil
+}
+
+func printable(s string) bool {
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return utf8.ValidString(s)
+}
+
+// NewEventID returns a random event id for events sent without a message_id.
+func NewEventID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func marshalPayload(p map[string]any) (json.RawMessage, error) {
+	if p == nil {
+		return emptyObject, nil
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode payload: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,113 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/warehouse"
+)
+
+// Caller is who sends events: the tenant, and for session tokens proven by a signature, the user
+// every event must be about.
+type Caller struct {
+	TenantID  int64
+	BoundUser string
+}
+
+// Service accepts events over HTTP.
+type Service struct {
+	pub    Publisher
+	errlog *ErrorLog
+	now    func() time.Time
+}
+
+func NewService(pub Publisher, errlog *ErrorLog, now func() time.Time) *Service {
+	return &Service{pub: pub, errlog: errlog, now: now}
+}
+
+// ErrorLog exposes the error log for the errors endpoint.
+func (s *Service) ErrorLog() *ErrorLog { return s.errlog }
+
+func (s *Service) decodeFor(c Caller, raw []byte, received time.Time) (warehouse.Event, *Rejection) {
+	ev, r := Decode(raw, c.TenantID, received)
+	if r == nil && c.BoundUser != "" && ev.UserID != c.BoundUser {
+		r = reject("user_mismatch", "user_id", "this session is bound to another user")
+	}
+	return ev, r
+}
+
+// Track accepts one event: a rejection is a 400 naming the field, and is recorded in the error log.
+func (s *Service) Track(ctx context.Context, c Caller, raw []byte) error {
+	ev, r := s.decodeFor(c, raw, s.now())
+	if r != nil {
+		s.errlog.Record(c.TenantID, ErrorValidation, r.Code+": "+r.Error())
+		return &errs.ValidationError{Code: r.Code, Msg: "event rejected", Fields: map[string]string{r.Field: r.Message}}
+	}
+	return s.pub.Publish(ctx, c.TenantID, []warehouse.Event{ev})
+}
+
+// BatchError is one skipped event of a batch.
+type BatchError struct {
+	Index   int    `json:"index"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// BatchResult is the answer of the batch endpoint.
+type BatchResult struct {
+	Queued  int          `json:"queued"`
+	Skipped int          `json:"skipped"`
+	Errors  []BatchError `json:"errors"`
+}
+
+type batchBody struct {
+	Events []json.RawMessage `json:"events"`
+}
+
+// TrackBatch accepts up to MaxBatchEvents events; invalid ones are skipped and reported, the rest
+// are published as one message.
+func (s *Service) TrackBatch(ctx context.Context, c Caller, body []byte) (BatchResult, error) {
+	var b batchBody
+	if err := json.Unmarshal(body, &b); err != nil {
+		return BatchResult{}, &errs.ValidationError{Code: "invalid_json", Msg: "body must be {\"events\": [...]}: " + err.Error()}
+	}
+	if b.Events == nil {
+		return BatchResult{}, &errs.ValidationError{Code: "validation_failed", Msg: "events is required", Fields: map[string]string{"events": "required: an array of events"}}
+	}
+	if len(b.Events) > MaxBatchEvents {
+		return BatchResult{}, &errs.ValidationError{Code: "batch_too_large",
+			Msg: fmt.Sprintf("a batch holds at most %d events; got %d", MaxBatchEvents, len(b.Events)), Fields: map[string]string{"events": "at most 500 events"}}
+	}
+	received := s.now()
+	res := BatchResult{Errors: []BatchError{}}
+	events := make([]warehouse.Event, 0, len(b.Events))
+	for i, raw := range b.Events {
+		ev, r := s.decodeFor(c, raw, received)
+		if r != nil {
+			res.Errors = append(res.Errors, BatchError{Index: i, Code: r.Code, Message: r.Error()})
+			s.errlog.Record(c.TenantID, ErrorValidation, "events["+strconv.Itoa(i)+"] "+r.Code+": "+r.Error())
+			continue
+		}
+		events = append(events, ev)
+	}
+	res.Skipped = len(res.Errors)
+	if len(events) > 0 {
+		if err := s.pub.Publish(ctx, c.TenantID, events); err != nil {
+			return BatchResult{}, err
+		}
+	}
+	res.Queued = len(events)
+	return res, nil
+}
+
+// PublishEvents publishes already-built events (storefront webhooks).
+func (s *Service) PublishEvents(ctx context.Context, tenantID int64, events []warehouse.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	return s.pub.Publish(ctx, tenantID, events)
+}
