@@ -44,9 +44,6 @@ func (s *Server) require(p policy) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		cred, err := s.d.Auth.Authenticate(c.Request.Context(), c.GetHeader("Authorization"), c.GetHeader("X-API-Key"), p.xAPIKey)
 		if err != nil {
-			if errors.Is(err, errs.ErrUnauthenticated) {
-				c.Header("WWW-Authenticate", `Bearer realm="cohort", ApiKey realm="cohort"`)
-			}
 			abort(c, err)
 			return
 		}
@@ -126,6 +123,14 @@ func bindOptionalJSON(c *gin.Context, v any) error {
 			return err
 		}
 		return jsonError(err)
+	}
+	// One JSON value and nothing after it.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return err
+		}
+		return &errs.ValidationError{Code: "invalid_json", Msg: "request body has data after the JSON value"}
 	}
 	return nil
 }

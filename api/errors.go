@@ -33,6 +33,9 @@ func abort(c *gin.Context, err error) {
 		// Dependencies' messages can carry internals; log them, answer generically.
 		c.Set(ctxErr, err)
 	}
+	if status == http.StatusUnauthorized {
+		c.Header("WWW-Authenticate", `Bearer realm="cohort", ApiKey realm="cohort"`)
+	}
 	var rl *errs.RateLimitedError
 	if errors.As(err, &rl) && rl.RetryAfter > 0 {
 		secs := int(rl.RetryAfter.Seconds() + 0.999)

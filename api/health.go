@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -17,27 +16,40 @@ type readyResponse struct {
 	Checks map[string]string `json:"checks"` // dependency -> ok | error text
 }
 
-// readyz is readiness: every dependency (Postgres, Temporal, ...) answers within 2 s.
+// readyz is readiness: every dependency (Postgres, Temporal, ...) answers within 2 s. A check
+// that has not answered by then counts as unavailable; details go to the log, not the response.
 func (s *Server) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 	defer cancel()
 	resp := readyResponse{Status: "ok", Checks: map[string]string{}}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, chk := range s.d.Ready {
-		wg.Go(func() {
-			err := chk.Check(ctx)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				resp.Status = "unavailable"
-				resp.Checks[chk.Name] = err.Error()
-				return
-			}
-			resp.Checks[chk.Name] = "ok"
-		})
+	type result struct {
+		name string
+		err  error
 	}
-	wg.Wait()
+	results := make(chan result, len(s.d.Ready))
+	for _, chk := range s.d.Ready {
+		go func() { results <- result{chk.Name, chk.Check(ctx)} }()
+		resp.Checks[chk.Name] = "timeout"
+	}
+	for range s.d.Ready {
+		select {
+		case r := <-results:
+			resp.Checks[r.name] = "ok"
+			if r.err != nil {
+				resp.Checks[r.name] = "unavailable"
+				s.d.Logger.Warn("readiness check failed", "check", r.name, "error", r.err)
+			}
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	for _, v := range resp.Checks {
+		if v != "ok" {
+			resp.Status = "unavailable"
+		}
+	}
 	status := http.StatusOK
 	if resp.Status != "ok" {
 		status = http.StatusServiceUnavailable

@@ -3,7 +3,6 @@ package api
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -87,8 +86,8 @@ func (s *Server) metricsHandler() gin.HandlerFunc {
 func (s *Server) observe(c *gin.Context) {
 	start := time.Now()
 	s.metrics.inflight.Inc()
+	defer s.metrics.inflight.Dec()
 	c.Next()
-	s.metrics.inflight.Dec()
 	elapsed := time.Since(start)
 	route := c.FullPath()
 	if route == "" {
@@ -141,15 +140,3 @@ func (s *Server) limitBody(c *gin.Context) {
 }
 
 func codedNotFound(msg string) error { return errs.Coded(errs.ErrNotFound, "not_found", "%s", msg) }
-
-// bindJSON decodes the body into v, mapping syntax and type errors to a 400 with the field.
-func bindJSON(c *gin.Context, v any) error {
-	if err := c.ShouldBindJSON(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return err
-		}
-		return jsonError(err)
-	}
-	return nil
-}

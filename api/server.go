@@ -73,7 +73,8 @@ func New(d Deps) *Server {
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
 	s := &Server{d: d, engine: e, bodyLimits: map[string]int64{}, metrics: newHTTPMetrics(d.Registry)}
-	e.Use(s.requestID, s.recover, s.observe, s.limitBody)
+	// observe wraps recover so a panic still counts as a 500 in metrics and the access log.
+	e.Use(s.requestID, s.observe, s.recover, s.limitBody)
 	e.NoRoute(func(c *gin.Context) {
 		abort(c, codedNotFound("no route "+c.Request.Method+" "+c.Request.URL.Path))
 	})

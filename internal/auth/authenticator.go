@@ -122,6 +122,9 @@ func NewAuthenticator(d Deps) *Authenticator {
 	if d.CacheTTL == 0 {
 		d.CacheTTL = 30 * time.Second
 	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
 	return &Authenticator{
 		keys: d.Keys, tenants: d.Tenants, identity: d.Identity, signer: d.Signer, jwks: d.JWKS,
 		now: d.Now, cacheTTL: d.CacheTTL, cache: map[string]cachedKey{},
@@ -309,7 +312,10 @@ func (a *Authenticator) StartSession(ctx context.Context, pk Credential, req Ses
 	}
 	secret, required, err := a.identity.IdentitySettings(ctx, pk.TenantID)
 	if err != nil {
-		return Session{}, fmt.Errorf("identity settings: %w", err)
+		if errors.Is(err, errs.ErrNotFound) {
+			return Session{}, unauthenticated("the public key's tenant no longer exists")
+		}
+		return Session{}, fmt.Errorf("identity settings: %w", errors.Join(errs.ErrUnavailable, err))
 	}
 	verified := false
 	if req.UserIDSig != "" || required {

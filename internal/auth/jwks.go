@@ -34,10 +34,11 @@ type JWKSConfig struct {
 
 // JWKSVerifier verifies RS256/ES256 tokens against a remote JSON Web Key Set, cached.
 type JWKSVerifier struct {
-	cfg     JWKSConfig
-	mu      sync.Mutex
-	keys    map[string]any
-	fetched time.Time
+	cfg       JWKSConfig
+	mu        sync.Mutex
+	keys      map[string]any
+	fetched   time.Time // last successful fetch
+	attempted time.Time // last fetch attempt, successful or not
 }
 
 // NewJWKSVerifier returns a verifier; keys are fetched lazily.
@@ -106,7 +107,10 @@ func (v *JWKSVerifier) key(ctx context.Context, kid string) (any, error) {
 	if k, ok := v.keys[kid]; ok && !stale {
 		return k, nil
 	}
-	if v.keys == nil || stale || now.Sub(v.fetched) > v.cfg.MinRefresh {
+	// At most one fetch per MinRefresh, whether the last one worked or not: neither unknown key
+	// ids nor an outage of the provider turn every request into a call to it.
+	if now.Sub(v.attempted) > v.cfg.MinRefresh {
+		v.attempted = now
 		if err := v.refresh(ctx); err != nil {
 			if k, ok := v.keys[kid]; ok { // serve the last good set while the provider is down
 				return k, nil

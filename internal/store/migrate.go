@@ -92,7 +92,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, migrations []Migration) ([
 	for _, m := range migrations {
 		if sum, ok := applied[m.Version]; ok {
 			if sum != m.Checksum {
-				return done, fmt.Errorf("migration %s was edited after it was applied (checksum %s, file %s): add a new migration instead", m.Version, sum[:12], m.Checksum[:12])
+				return done, fmt.Errorf("migration %s was edited after it was applied (checksum %.12s, file %.12s): add a new migration instead", m.Version, sum, m.Checksum)
 			}
 			continue
 		}

@@ -54,7 +54,10 @@ func NewService(db *gorm.DB, box *secretbox.Box, now func() time.Time) *Service 
 	return &Service{db: db, box: box, now: now}
 }
 
-var slugRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,62}$`)
+var (
+	slugRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,62}$`)
+	digitsRE = regexp.MustCompile(`^[0-9]+$`)
+)
 
 // Created is what creation and rotation hand back once: the plain keys and secrets.
 type Created struct {
@@ -69,8 +72,9 @@ type Created struct {
 // secret (for signed user ids).
 func (s *Service) Create(ctx context.Context, slug, name string) (Created, error) {
 	slug = strings.TrimSpace(slug)
-	if !slugRE.MatchString(slug) {
-		return Created{}, errs.Invalid("slug", "2-63 characters of a-z, 0-9 and -, starting with a letter or digit")
+	if !slugRE.MatchString(slug) || digitsRE.MatchString(slug) {
+		// All-digit slugs are refused so a slug can never be mistaken for a tenant id.
+		return Created{}, errs.Invalid("slug", "2-63 characters of a-z, 0-9 and -, starting with a letter or digit, not only digits")
 	}
 	if name = strings.TrimSpace(name); name == "" {
 		name = slug
@@ -86,7 +90,8 @@ func (s *Service) Create(ctx context.Context, slug, name string) (Created, error
 	if err != nil {
 		return Created{}, err
 	}
-	t := Tenant{Slug: slug, Name: name}
+	now := s.now().UTC()
+	t := Tenant{Slug: slug, Name: name, CreatedAt: now, UpdatedAt: now}
 	var out Created
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// Seal after the id is known so each ciphertext is bound to its row; insert placeholders first.
@@ -267,14 +272,14 @@ func (s *Service) LookupKey(ctx context.Context, keyID string) (auth.KeyRecord, 
 	}, nil
 }
 
-// ResolveTenant implements auth.TenantResolver: ref is a slug or a numeric id.
+// ResolveTenant implements auth.TenantResolver: ref is a slug or a numeric id. A slug is tried
+// first, so a tenant whose (older) slug is all digits is never confused with another's id.
 func (s *Service) ResolveTenant(ctx context.Context, ref string) (int64, string, error) {
-	var t Tenant
-	var err error
-	if id, perr := strconv.ParseInt(ref, 10, 64); perr == nil {
-		t, err = s.ByID(ctx, id)
-	} else {
-		t, err = s.BySlug(ctx, ref)
+	t, err := s.BySlug(ctx, ref)
+	if errors.Is(err, errs.ErrNotFound) {
+		if id, perr := strconv.ParseInt(ref, 10, 64); perr == nil {
+			t, err = s.ByID(ctx, id)
+		}
 	}
 	if err != nil {
 		return 0, "", err
