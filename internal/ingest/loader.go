@@ -22,7 +22,7 @@ type LoaderConfig struct {
 	MaxBatchEvents int           // flush when this many events are pending (default 5000)
 	MaxBatchDelay  time.Duration // or when the oldest pending message waited this long (default 200ms)
 	MaxAttempts    int           // a message failing alone this often is dead-lettered (default 5)
-	Concurrency    int           // concurrent Receive callbacks (default 8)
+	Flushers       int           // batches written concurrently (default 2)
 }
 
 // Loader pulls event messages from the subscription and applies them through the Sink, acking a
@@ -57,8 +57,8 @@ func NewLoader(sub *pubsub.Subscriber, sink *Sink, pool *pgxpool.Pool, errlog *E
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 5
 	}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 8
+	if cfg.Flushers <= 0 {
+		cfg.Flushers = 2
 	}
 	host, _ := os.Hostname()
 	sub.ReceiveSettings.NumGoroutines = 1
@@ -119,9 +119,14 @@ func (l *Loader) add(m *pubsub.Message) {
 	}
 }
 
+// flushLoop writes batches as they fill up or age, up to Flushers at a time, so Postgres work
+// of one batch overlaps with decoding and writing the next.
 func (l *Loader) flushLoop(ctx, flushCtx context.Context) {
 	t := time.NewTicker(l.cfg.MaxBatchDelay / 4)
 	defer t.Stop()
+	slots := make(chan struct{}, l.cfg.Flushers)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		select {
 		case <-ctx.Done():
@@ -135,7 +140,15 @@ func (l *Loader) flushLoop(ctx, flushCtx context.Context) {
 				continue
 			}
 		}
-		l.flush(flushCtx)
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			l.flush(flushCtx)
+		})
 	}
 }
 

@@ -32,20 +32,24 @@ func NewSink(pool *pgxpool.Pool, wh warehouse.Writer, now func() time.Time) *Sin
 func (s *Sink) Apply(ctx context.Context, events []warehouse.Event) (int, error) {
 	var n int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		fresh, err := whpg.Dedupe(ctx, tx, events)
+		var fresh []warehouse.Event
+		var err error
+		if _, embedded := s.wh.(*whpg.Writer); embedded {
+			fresh, err = whpg.InsertNew(ctx, tx, events)
+		} else {
+			fresh, err = whpg.Dedupe(ctx, tx, events)
+			if err == nil && len(fresh) > 0 {
+				if _, werr := s.wh.Write(ctx, fresh); werr != nil {
+					err = fmt.Errorf("write %s: %w", s.wh.Name(), werr)
+				}
+			}
+		}
 		if err != nil {
 			return err
 		}
 		n = len(fresh)
 		if len(fresh) == 0 {
 			return nil
-		}
-		if _, ok := s.wh.(*whpg.Writer); ok {
-			if err := whpg.Insert(ctx, tx, fresh); err != nil {
-				return err
-			}
-		} else if _, err := s.wh.Write(ctx, fresh); err != nil {
-			return fmt.Errorf("write %s: %w", s.wh.Name(), err)
 		}
 		if err := s.upsertProfiles(ctx, tx, fresh); err != nil {
 			return err
@@ -132,7 +136,12 @@ func (s *Sink) upsertProfiles(ctx context.Context, tx pgx.Tx, events []warehouse
 			traits        = profiles.traits || EXCLUDED.traits,
 			first_seen_at = LEAST(profiles.first_seen_at, EXCLUDED.first_seen_at),
 			last_seen_at  = GREATEST(profiles.last_seen_at, EXCLUDED.last_seen_at),
-			updated_at    = now()`, tenants, users, traits, firsts, lasts)
+			updated_at    = now()
+		-- Rewriting a row costs a new tuple: skip when nothing would change, and keep
+		-- last_seen_at to the minute.
+		WHERE EXCLUDED.traits <> '{}'::jsonb
+			OR EXCLUDED.first_seen_at < profiles.first_seen_at
+			OR EXCLUDED.last_seen_at > profiles.last_seen_at + interval '1 minute'`, tenants, users, traits, firsts, lasts)
 	if err != nil {
 		return fmt.Errorf("upsert profiles: %w", err)
 	}

@@ -11,13 +11,16 @@ CREATE TABLE warehouse.events (
     event_type  TEXT        NOT NULL,
     occurred_at TIMESTAMPTZ NOT NULL,
     received_at TIMESTAMPTZ NOT NULL,
-    payload     JSONB       NOT NULL DEFAULT '{}'
+    payload     JSONB       NOT NULL DEFAULT '{}',
+    -- Idempotent loading: the loader inserts with ON CONFLICT DO NOTHING.
+    UNIQUE (tenant_id, event_id)
 );
 CREATE INDEX events_tenant_type_time_idx ON warehouse.events (tenant_id, event_type, occurred_at);
 CREATE INDEX events_tenant_user_idx ON warehouse.events (tenant_id, user_id);
 
--- Every stored event id: the loader inserts here first (ON CONFLICT DO NOTHING) in the same
--- transaction as the events, so a redelivered message is stored once.
+-- With BigQuery as the warehouse, the ledger of stored event ids: the loader inserts here first
+-- (ON CONFLICT DO NOTHING) in the transaction that also updates profiles and rollups, so a
+-- redelivered message is counted once. (The embedded warehouse dedupes on its own unique key.)
 CREATE TABLE warehouse.event_ids (
     tenant_id   BIGINT      NOT NULL,
     event_id    TEXT        NOT NULL,

@@ -5,6 +5,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,29 +24,53 @@ func (w *Writer) Name() string { return "postgres" }
 
 func (w *Writer) Check(ctx context.Context) error {
 	var one int
-	if err := w.pool.QueryRow(ctx, `SELECT 1 FROM warehouse.event_ids LIMIT 1`).Scan(&one); err != nil && err != pgx.ErrNoRows {
+	if err := w.pool.QueryRow(ctx, `SELECT 1 FROM warehouse.events LIMIT 1`).Scan(&one); err != nil && err != pgx.ErrNoRows {
 		return fmt.Errorf("warehouse: %w", err)
 	}
 	return nil
 }
 
-// Write stores the events not stored before, in one transaction.
+// Write stores the events not stored before.
 func (w *Writer) Write(ctx context.Context, events []warehouse.Event) (int, error) {
 	var n int
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		fresh, err := Dedupe(ctx, tx, events)
-		if err != nil {
-			return err
-		}
+		fresh, err := InsertNew(ctx, tx, events)
 		n = len(fresh)
-		return Insert(ctx, tx, fresh)
+		return err
 	})
 	return n, err
 }
 
-// Dedupe records the events' ids in warehouse.event_ids and returns the events whose ids were not
-// there yet (and the first of any duplicates inside the batch). Call it in the transaction that
-// also stores whatever the events produce, so a redelivered batch produces nothing twice.
+// InsertNew inserts the events whose (tenant_id, event_id) is not stored yet (and the first of
+// any duplicates inside the batch) and returns them. Call it in the transaction that also stores
+// whatever the events produce, so a redelivered batch produces nothing twice.
+func InsertNew(ctx context.Context, tx pgx.Tx, events []warehouse.Event) ([]warehouse.Event, error) {
+	if len(events) == 0 {
+		return nil, nil
+	}
+	n := len(events)
+	tenants, ids, users, types := make([]int64, n), make([]string, n), make([]string, n), make([]string, n)
+	occurred, received, payloads := make([]time.Time, n), make([]time.Time, n), make([]string, n)
+	for i, e := range events {
+		tenants[i], ids[i], users[i], types[i] = e.TenantID, e.EventID, e.UserID, e.EventType
+		occurred[i], received[i], payloads[i] = e.OccurredAt, e.ReceivedAt, string(e.Payload)
+	}
+	rows, err := tx.Query(ctx, `
+		INSERT INTO warehouse.events (tenant_id, event_id, user_id, event_type, occurred_at, received_at, payload)
+		SELECT t, e, u, ty, o, r, p::jsonb
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[])
+			AS x(t, e, u, ty, o, r, p)
+		ON CONFLICT (tenant_id, event_id) DO NOTHING
+		RETURNING tenant_id, event_id`, tenants, ids, users, types, occurred, received, payloads)
+	if err != nil {
+		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	return keep(rows, events)
+}
+
+// Dedupe records the events' ids in the ledger warehouse.event_ids (used when the warehouse is
+// BigQuery) and returns the events whose ids were not there yet, each once. Call it in the
+// transaction that also stores whatever the events produce.
 func Dedupe(ctx context.Context, tx pgx.Tx, events []warehouse.Event) ([]warehouse.Event, error) {
 	if len(events) == 0 {
 		return nil, nil
@@ -65,6 +90,11 @@ func Dedupe(ctx context.Context, tx pgx.Tx, events []warehouse.Event) ([]warehou
 	if err != nil {
 		return nil, fmt.Errorf("record event ids: %w", err)
 	}
+	return keep(rows, events)
+}
+
+// keep returns the events whose (tenant_id, event_id) the query returned, each once.
+func keep(rows pgx.Rows, events []warehouse.Event) ([]warehouse.Event, error) {
 	type key struct {
 		t int64
 		e string
@@ -74,13 +104,13 @@ func Dedupe(ctx context.Context, tx pgx.Tx, events []warehouse.Event) ([]warehou
 		var k key
 		if err := rows.Scan(&k.t, &k.e); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("record event ids: %w", err)
+			return nil, fmt.Errorf("read stored ids: %w", err)
 		}
 		fresh[k] = true
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("record event ids: %w", err)
+		return nil, fmt.Errorf("read stored ids: %w", err)
 	}
 	out := make([]warehouse.Event, 0, len(fresh))
 	for _, e := range events {
@@ -91,21 +121,4 @@ func Dedupe(ctx context.Context, tx pgx.Tx, events []warehouse.Event) ([]warehou
 		}
 	}
 	return out, nil
-}
-
-var columns = []string{"tenant_id", "event_id", "user_id", "event_type", "occurred_at", "received_at", "payload"}
-
-// Insert copies events into warehouse.events (no dedupe: see Dedupe).
-func Insert(ctx context.Context, tx pgx.Tx, events []warehouse.Event) error {
-	if len(events) == 0 {
-		return nil
-	}
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{"warehouse", "events"}, columns, pgx.CopyFromSlice(len(events), func(i int) ([]any, error) {
-		e := events[i]
-		return []any{e.TenantID, e.EventID, e.UserID, e.EventType, e.OccurredAt, e.ReceivedAt, string(e.Payload)}, nil
-	}))
-	if err != nil {
-		return fmt.Errorf("copy events: %w", err)
-	}
-	return nil
 }

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cohort-dev/cohort/api"
+	"github.com/cohort-dev/cohort/internal/bus"
+	"github.com/cohort-dev/cohort/internal/config"
+	"github.com/cohort-dev/cohort/internal/ingest"
+	"github.com/cohort-dev/cohort/internal/testenv"
+)
+
+// batchBody is a realistic 500-event batch (~110 KB).
+func batchBody() []byte {
+	events := make([]map[string]any, 500)
+	now := time.Now().UTC()
+	for i := range events {
+		events[i] = map[string]any{
+			"user_id":     "user-" + strconv.Itoa(i*7919%100000),
+			"event_type":  []string{"page_viewed", "order_completed", "add_to_cart"}[i%3],
+			"occurred_at": now.Add(-time.Duration(i) * time.Second).Format(time.RFC3339Nano),
+			"payload":     map[string]any{"amount": 12.5 + float64(i), "currency": "EUR", "sku": "SKU-" + strconv.Itoa(i), "path": "/products/" + strconv.Itoa(i)},
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"events": events})
+	return b
+}
+
+// bareHandler is the baseline: read, decode and validate a batch with encoding/json, answer 202,
+// publish nothing.
+func bareHandler(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, ingest.MaxBatchBytes))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+		return
+	}
+	var b struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := json.Unmarshal(body, &b); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	now := time.Now()
+	queued, skipped := 0, 0
+	for _, raw := range b.Events {
+		if _, rej := ingest.Decode(raw, 1, now); rej != nil {
+			skipped++
+			continue
+		}
+		queued++
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusAccepted)
+	_, _ = fmt.Fprintf(w, `{"queued":%d,"skipped":%d,"errors":[]}`, queued, skipped)
+}
+
+// ingestServer is the real API (router, auth, validation, Pub/Sub publish to pstest) without the
+// loader, as cohort serve runs it.
+func ingestServer(b *testing.B) (http.Handler, string) {
+	ctx := context.Background()
+	env := map[string]string{"DATABASE_URL": testenv.Database(b), "COHORT_SECRET_KEY": testSecret, "COHORT_WAREHOUSE": "postgres", "COHORT_BLOB_STORE": "local", "COHORT_DATA_DIR": b.TempDir(), "COHORT_PUBLIC_URL": "http://127.0.0.1"}
+	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		b.Fatal(err)
+	}
+	emb, opts, err := bus.StartEmbedded()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = emb.Close() })
+	cfg.PubSub = config.PubSubConfig{Project: "bench", Topic: "events", Subscription: "loader"}
+	logger := slog.New(slog.DiscardHandler)
+	c, err := openCore(ctx, cfg, logger, coreOptions{blob: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.close)
+	in, err := c.openIngestion(ctx, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := in.bus.EnsureTopology(ctx); err != nil {
+		b.Fatal(err)
+	}
+	created, err := c.tenants.Create(ctx, "bench", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return api.New(c.apiDeps(nil, in)).Handler(), created.SecretKey
+}
+
+// BenchmarkIngestBatch compares, in one run, the batch endpoint (publish included) with a bare
+// decode+validate handler, both over loopback HTTP with 2 and 8 concurrent clients (in this process, so
+// they share the machine's 2 cores with the server). Metrics: events/s
+// and the p99 latency of one 500-event request.
+func BenchmarkIngestBatch(b *testing.B) {
+	body := batchBody()
+	real, key := ingestServer(b)
+	for _, tc := range []struct {
+		name string
+		h    http.Handler
+	}{{"bare_decode_validate", http.HandlerFunc(bareHandler)}, {"batch_endpoint", real}} {
+		for _, par := range []int{1, 4} {
+			b.Run(fmt.Sprintf("%s/clients=%d", tc.name, 2*par), func(b *testing.B) {
+				srv := httptest.NewServer(tc.h)
+				defer srv.Close()
+				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+				var mu sync.Mutex
+				lat := make([]time.Duration, 0, b.N)
+				b.SetParallelism(par) // par x GOMAXPROCS(2) clients
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						req, _ := http.NewRequest(http.MethodPost, srv.URL+"/api/ingestion/track/batch/", bytes.NewReader(body))
+						req.Header.Set("Authorization", "ApiKey "+key)
+						req.Header.Set("Content-Type", "application/json")
+						start := time.Now()
+						resp, err := client.Do(req)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						_, _ = io.Copy(io.Discard, resp.Body)
+						_ = resp.Body.Close()
+						d := time.Since(start)
+						if resp.StatusCode != http.StatusAccepted {
+							b.Errorf("status %d", resp.StatusCode)
+							return
+						}
+						mu.Lock()
+						lat = append(lat, d)
+						mu.Unlock()
+					}
+				})
+				b.StopTimer()
+				sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+				b.ReportMetric(float64(500*b.N)/b.Elapsed().Seconds(), "events/s")
+				if len(lat) > 0 {
+					b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+				}
+			})
+		}
+	}
+}
