@@ -48,6 +48,14 @@ type Rejection struct {
 
 func (r *Rejection) Error() string { return r.Field + ": " + r.Message }
 
+// errorType is the error log's type for the rejection.
+func (r *Rejection) errorType() string {
+	if r.Code == "user_mismatch" {
+		return ErrorSessionUser
+	}
+	return ErrorValidation
+}
+
 func reject(code, field, format string, args ...any) *Rejection {
 	return &Rejection{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
 }

@@ -44,7 +44,7 @@ func (s *Service) decodeFor(c Caller, raw []byte, received time.Time) (warehouse
 func (s *Service) Track(ctx context.Context, c Caller, raw []byte) error {
 	ev, r := s.decodeFor(c, raw, s.now())
 	if r != nil {
-		s.errlog.Record(c.TenantID, ErrorValidation, r.Code+": "+r.Error())
+		s.errlog.Record(c.TenantID, r.errorType(), r.Code+": "+r.Error())
 		return &errs.ValidationError{Code: r.Code, Msg: "event rejected", Fields: map[string]string{r.Field: r.Message}}
 	}
 	return s.pub.Publish(ctx, c.TenantID, []warehouse.Event{ev})
@@ -89,7 +89,7 @@ func (s *Service) TrackBatch(ctx context.Context, c Caller, body []byte) (BatchR
 		ev, r := s.decodeFor(c, raw, received)
 		if r != nil {
 			res.Errors = append(res.Errors, BatchError{Index: i, Code: r.Code, Message: r.Error()})
-			s.errlog.Record(c.TenantID, ErrorValidation, "events["+strconv.Itoa(i)+"] "+r.Code+": "+r.Error())
+			s.errlog.Record(c.TenantID, r.errorType(), "events["+strconv.Itoa(i)+"] "+r.Code+": "+r.Error())
 			continue
 		}
 		events = append(events, ev)
