@@ -26,6 +26,9 @@ type Message struct {
 // MessageVersion is the current Message format.
 const MessageVersion = 1
 
+// PublishTimeout bounds how long a request waits for Pub/Sub to acknowledge its events.
+const PublishTimeout = 10 * time.Second
+
 // Publisher hands accepted events to the bus and returns once the bus has acknowledged them.
 type Publisher interface {
 	Publish(ctx context.Context, tenantID int64, events []warehouse.Event) error
@@ -55,6 +58,9 @@ func (p *PubSubPublisher) Publish(ctx context.Context, tenantID int64, events []
 	if err != nil {
 		return fmt.Errorf("encode message: %w", err)
 	}
+	// A bus that does not answer must not hold requests (and their clients) forever: 503 instead.
+	ctx, cancel := context.WithTimeout(ctx, PublishTimeout)
+	defer cancel()
 	res := p.pub.Publish(ctx, &pubsub.Message{
 		Data:       data,
 		Attributes: map[string]string{"tenant_id": strconv.FormatInt(tenantID, 10), "count": strconv.Itoa(len(events))},
