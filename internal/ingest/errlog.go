@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -39,6 +41,7 @@ type ErrorLog struct {
 	buf     []pendingError
 	dropped int64
 	kick    chan struct{}
+	stop    chan struct{}
 	done    chan struct{}
 	closed  bool
 }
@@ -52,24 +55,29 @@ const errorLogBuffer = 10_000
 
 // NewErrorLog starts the background writer; Close flushes and stops it.
 func NewErrorLog(pool *pgxpool.Pool, logger *slog.Logger, now func() time.Time) *ErrorLog {
-	l := &ErrorLog{pool: pool, log: logger, now: now, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	l := &ErrorLog{pool: pool, log: logger, now: now, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go l.run()
 	return l
 }
 
-// Record queues one error record.
+// Record queues one error record. Details can carry client bytes (headers, ids): they are made
+// valid UTF-8 and cut at 1,000 bytes on a character boundary, so the batch insert cannot fail.
 func (l *ErrorLog) Record(tenantID int64, errorType, detail string) {
+	detail = strings.ToValidUTF8(strings.ReplaceAll(detail, "\x00", ""), "\uFFFD")
 	if len(detail) > 1000 {
-		detail = detail[:1000]
+		cut := 1000
+		for cut > 0 && !utf8.RuneStart(detail[cut]) {
+			cut--
+		}
+		detail = detail[:cut]
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.closed || len(l.buf) >= errorLogBuffer {
 		l.dropped++
-		l.mu.Unlock()
 		return
 	}
 	l.buf = append(l.buf, pendingError{tenantID, ErrorRecord{TS: l.now().UTC(), ErrorType: errorType, Detail: detail}})
-	l.mu.Unlock()
 	select {
 	case l.kick <- struct{}{}:
 	default:
@@ -91,10 +99,9 @@ func (l *ErrorLog) run() {
 	defer tick.Stop()
 	for {
 		select {
-		case _, ok := <-l.kick:
-			if !ok {
-				return
-			}
+		case <-l.stop:
+			return
+		case <-l.kick:
 			time.Sleep(50 * time.Millisecond) // gather a few more
 		case <-tick.C:
 		}
@@ -115,7 +122,7 @@ func (l *ErrorLog) Close(ctx context.Context) error {
 	}
 	l.closed = true
 	l.mu.Unlock()
-	close(l.kick)
+	close(l.stop)
 	<-l.done
 	return l.Flush(ctx)
 }

@@ -65,13 +65,28 @@ func Decode(raw []byte, tenantID int64, receivedAt time.Time) (warehouse.Event, 
 	if len(raw) > MaxEventBytes {
 		return warehouse.Event{}, reject("event_too_large", "event", "event is %d bytes; the limit is %d", len(raw), MaxEventBytes)
 	}
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return warehouse.Event{}, reject("invalid_json", "event", "an event must be a JSON object")
+	}
 	var in Input
-	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	if err := dec.Decode(&in); err != nil {
 		return warehouse.Event{}, decodeRejection(err)
 	}
-	if dec.More() {
+	if len(bytes.TrimSpace(trimmed[dec.InputOffset():])) > 0 {
 		return warehouse.Event{}, reject("invalid_json", "event", "trailing data after the event object")
+	}
+	// encoding/json silently turns invalid UTF-8 into U+FFFD; refuse it instead, naming the field.
+	if !utf8.Valid(trimmed) {
+		switch {
+		case !utf8.Valid(in.Payload):
+			return warehouse.Event{}, reject("invalid_payload", "payload", "must be valid UTF-8")
+		case strings.ContainsRune(in.UserID, utf8.RuneError):
+			return warehouse.Event{}, reject("invalid_user_id", "user_id", "must be valid UTF-8")
+		default:
+			return warehouse.Event{}, reject("invalid_json", "event", "must be valid UTF-8")
+		}
 	}
 	return Validate(in, tenantID, receivedAt)
 }
@@ -183,9 +198,10 @@ func checkPayload(p json.RawMessage) (json.RawMessage, *Rejection) {
 	if p[0] != '{' {
 		return nil, reject("invalid_payload", "payload", "must be an object")
 	}
-	// Postgres text and jsonb cannot hold NUL; refuse it here rather than fail in the loader.
-	if bytes.Contains(p, []byte(`\u0000`)) {
-		return nil, reject("invalid_payload", "payload", "must not contain NUL characters (\\u0000)")
+	// What Postgres jsonb (and BigQuery JSON) cannot store is refused here rather than failing
+	// the loader: NUL, invalid UTF-8, unpaired surrogate escapes, numbers out of range.
+	if problem := storableJSON(p); problem != "" {
+		return nil, reject("invalid_payload", "payload", "%s", problem)
 	}
 	out := make(json.RawMessage, len(p))
 	copy(out, p)
@@ -217,4 +233,88 @@ func marshalPayload(p map[string]any) (json.RawMessage, error) {
 		return nil, fmt.Errorf("encode payload: %w", err)
 	}
 	return b, nil
+}
+
+// storableJSON scans valid JSON text for what a JSON column cannot store; "" when all is well.
+func storableJSON(p []byte) string {
+	if !utf8.Valid(p) {
+		return "must be valid UTF-8"
+	}
+	inString := false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if inString {
+			switch c {
+			case '"':
+				inString = false
+			case '\\':
+				if i+1 < len(p) && p[i+1] == 'u' && i+5 < len(p) {
+					r := hex4(p[i+2 : i+6])
+					switch {
+					case r == 0:
+						return "must not contain NUL characters (\\u0000)"
+					case r >= 0xD800 && r <= 0xDBFF:
+						if i+11 >= len(p) || p[i+6] != '\\' || p[i+7] != 'u' {
+							return "has an unpaired surrogate escape"
+						}
+						if lo := hex4(p[i+8 : i+12]); lo < 0xDC00 || lo > 0xDFFF {
+							return "has an unpaired surrogate escape"
+						}
+						i += 11
+						continue
+					case r >= 0xDC00 && r <= 0xDFFF:
+						return "has an unpaired surrogate escape"
+					}
+					i += 5
+					continue
+				}
+				i++
+			}
+			continue
+		}
+		switch {
+		case c == '"':
+			inString = true
+		case c == 'e' || c == 'E':
+			// Inside a number (true/false contain 'e' but no digits follow): check the exponent.
+			j := i + 1
+			if j < len(p) && (p[j] == '+' || p[j] == '-') {
+				j++
+			}
+			start := j
+			for j < len(p) && p[j] >= '0' && p[j] <= '9' {
+				j++
+			}
+			if j-start > 3 || (j > start && atoiSmall(p[start:j]) > 308) {
+				return "has a number out of range (exponent beyond ±308)"
+			}
+		}
+	}
+	return ""
+}
+
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			r |= rune(c-'A') + 10
+		default:
+			return -1
+		}
+	}
+	return r
+}
+
+func atoiSmall(b []byte) int {
+	n := 0
+	for _, c := range b {
+		n = n*10 + int(c-'0')
+	}
+	return n
 }

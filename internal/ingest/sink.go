@@ -67,6 +67,7 @@ type userKey struct {
 type profileDelta struct {
 	first, last time.Time
 	traits      map[string]json.RawMessage
+	traitsAt    time.Time // newest identify of the batch
 }
 
 func (s *Sink) upsertProfiles(ctx context.Context, tx pgx.Tx, events []warehouse.Event) error {
@@ -97,6 +98,7 @@ func (s *Sink) upsertProfiles(ctx context.Context, tx pgx.Tx, events []warehouse
 				for k, v := range traits {
 					d.traits[k] = v
 				}
+				d.traitsAt = e.OccurredAt
 			}
 		}
 	}
@@ -116,9 +118,13 @@ func (s *Sink) upsertProfiles(ctx context.Context, tx pgx.Tx, events []warehouse
 	traits := make([]string, len(keys))
 	firsts := make([]time.Time, len(keys))
 	lasts := make([]time.Time, len(keys))
+	traitsAt := make([]*time.Time, len(keys))
 	for i, k := range keys {
 		d := deltas[k]
 		tenants[i], users[i], firsts[i], lasts[i] = k.tenant, k.user, d.first, d.last
+		if !d.traitsAt.IsZero() {
+			traitsAt[i] = &d.traitsAt
+		}
 		traits[i] = "{}"
 		if len(d.traits) > 0 {
 			b, err := json.Marshal(d.traits)
@@ -129,11 +135,15 @@ func (s *Sink) upsertProfiles(ctx context.Context, tx pgx.Tx, events []warehouse
 		}
 	}
 	_, err := tx.Exec(ctx, `
-		INSERT INTO profiles (tenant_id, user_id, traits, first_seen_at, last_seen_at, updated_at)
-		SELECT t, u, tr::jsonb, f, l, now()
-		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[]) AS x(t, u, tr, f, l)
+		INSERT INTO profiles (tenant_id, user_id, traits, traits_at, first_seen_at, last_seen_at, updated_at)
+		SELECT t, u, tr::jsonb, ta, f, l, now()
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[]) AS x(t, u, tr, f, l, ta)
 		ON CONFLICT (tenant_id, user_id) DO UPDATE SET
-			traits        = profiles.traits || EXCLUDED.traits,
+			-- Newer identifies overwrite the traits they set; older ones only add missing traits.
+			traits        = CASE WHEN profiles.traits_at IS NULL OR EXCLUDED.traits_at >= profiles.traits_at
+			                     THEN profiles.traits || EXCLUDED.traits
+			                     ELSE EXCLUDED.traits || profiles.traits END,
+			traits_at     = GREATEST(profiles.traits_at, EXCLUDED.traits_at),
 			first_seen_at = LEAST(profiles.first_seen_at, EXCLUDED.first_seen_at),
 			last_seen_at  = GREATEST(profiles.last_seen_at, EXCLUDED.last_seen_at),
 			updated_at    = now()
@@ -141,7 +151,7 @@ func (s *Sink) upsertProfiles(ctx context.Context, tx pgx.Tx, events []warehouse
 		-- last_seen_at to the minute.
 		WHERE EXCLUDED.traits <> '{}'::jsonb
 			OR EXCLUDED.first_seen_at < profiles.first_seen_at
-			OR EXCLUDED.last_seen_at > profiles.last_seen_at + interval '1 minute'`, tenants, users, traits, firsts, lasts)
+			OR EXCLUDED.last_seen_at > profiles.last_seen_at + interval '1 minute'`, tenants, users, traits, firsts, lasts, traitsAt)
 	if err != nil {
 		return fmt.Errorf("upsert profiles: %w", err)
 	}

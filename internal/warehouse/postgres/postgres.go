@@ -60,6 +60,8 @@ func InsertNew(ctx context.Context, tx pgx.Tx, events []warehouse.Event) ([]ware
 		SELECT t, e, u, ty, o, r, p::jsonb
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[])
 			AS x(t, e, u, ty, o, r, p)
+		-- One key order for every writer, so concurrent overlapping batches cannot deadlock.
+		ORDER BY t, e
 		ON CONFLICT (tenant_id, event_id) DO NOTHING
 		RETURNING tenant_id, event_id`, tenants, ids, users, types, occurred, received, payloads)
 	if err != nil {
