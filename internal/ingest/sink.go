@@ -67,7 +67,7 @@ type userKey struct {
 type profileDelta struct {
 	first, last time.Time
 	traits      map[string]json.RawMessage
-	traitsAt    time.Time // newest identify of the batch
+	times       map[string]time.Time // per trait: occurred_at of the identify that set it
 }
 
 func (s *Sink) upsertProfiles(ctx context.Context, tx pgx.Tx, events []warehouse.Event) error {
@@ -93,12 +93,11 @@ func (s *Sink) upsertProfiles(ctx context.Context, tx pgx.Tx, events []warehouse
 			var traits map[string]json.RawMessage
 			if err := json.Unmarshal(e.Payload, &traits); err == nil {
 				if d.traits == nil {
-					d.traits = map[string]json.RawMessage{}
+					d.traits, d.times = map[string]json.RawMessage{}, map[string]time.Time{}
 				}
 				for k, v := range traits {
-					d.traits[k] = v
+					d.traits[k], d.times[k] = v, e.OccurredAt
 				}
-				d.traitsAt = e.OccurredAt
 			}
 		}
 	}
@@ -118,32 +117,37 @@ func (s *Sink) upsertProfiles(ctx context.Context, tx pgx.Tx, events []warehouse
 	traits := make([]string, len(keys))
 	firsts := make([]time.Time, len(keys))
 	lasts := make([]time.Time, len(keys))
-	traitsAt := make([]*time.Time, len(keys))
+	times := make([]string, len(keys))
 	for i, k := range keys {
 		d := deltas[k]
 		tenants[i], users[i], firsts[i], lasts[i] = k.tenant, k.user, d.first, d.last
-		if !d.traitsAt.IsZero() {
-			traitsAt[i] = &d.traitsAt
-		}
-		traits[i] = "{}"
+		traits[i], times[i] = "{}", "{}"
 		if len(d.traits) > 0 {
 			b, err := json.Marshal(d.traits)
 			if err != nil {
 				return fmt.Errorf("encode traits: %w", err)
 			}
 			traits[i] = string(b)
+			if b, err = json.Marshal(d.times); err != nil {
+				return fmt.Errorf("encode trait times: %w", err)
+			}
+			times[i] = string(b)
 		}
 	}
 	_, err := tx.Exec(ctx, `
-		INSERT INTO profiles (tenant_id, user_id, traits, traits_at, first_seen_at, last_seen_at, updated_at)
-		SELECT t, u, tr::jsonb, ta, f, l, now()
-		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[]) AS x(t, u, tr, f, l, ta)
+		INSERT INTO profiles (tenant_id, user_id, traits, trait_times, first_seen_at, last_seen_at, updated_at)
+		SELECT t, u, tr::jsonb, tt::jsonb, f, l, now()
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::text[]) AS x(t, u, tr, f, l, tt)
 		ON CONFLICT (tenant_id, user_id) DO UPDATE SET
-			-- Newer identifies overwrite the traits they set; older ones only add missing traits.
-			traits        = CASE WHEN profiles.traits_at IS NULL OR EXCLUDED.traits_at >= profiles.traits_at
-			                     THEN profiles.traits || EXCLUDED.traits
-			                     ELSE EXCLUDED.traits || profiles.traits END,
-			traits_at     = GREATEST(profiles.traits_at, EXCLUDED.traits_at),
+			-- Per trait, the value set most recently (by occurred_at) wins.
+			traits = profiles.traits || COALESCE((
+				SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(EXCLUDED.traits) AS e
+				WHERE NOT profiles.trait_times ? e.key
+				   OR (EXCLUDED.trait_times->>e.key)::timestamptz >= (profiles.trait_times->>e.key)::timestamptz), '{}'),
+			trait_times = profiles.trait_times || COALESCE((
+				SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(EXCLUDED.trait_times) AS e
+				WHERE NOT profiles.trait_times ? e.key
+				   OR (e.value #>> '{}')::timestamptz >= (profiles.trait_times->>e.key)::timestamptz), '{}'),
 			first_seen_at = LEAST(profiles.first_seen_at, EXCLUDED.first_seen_at),
 			last_seen_at  = GREATEST(profiles.last_seen_at, EXCLUDED.last_seen_at),
 			updated_at    = now()
@@ -151,7 +155,7 @@ func (s *Sink) upsertProfiles(ctx context.Context, tx pgx.Tx, events []warehouse
 		-- last_seen_at to the minute.
 		WHERE EXCLUDED.traits <> '{}'::jsonb
 			OR EXCLUDED.first_seen_at < profiles.first_seen_at
-			OR EXCLUDED.last_seen_at > profiles.last_seen_at + interval '1 minute'`, tenants, users, traits, firsts, lasts, traitsAt)
+			OR EXCLUDED.last_seen_at > profiles.last_seen_at + interval '1 minute'`, tenants, users, traits, firsts, lasts, times)
 	if err != nil {
 		return fmt.Errorf("upsert profiles: %w", err)
 	}

@@ -33,9 +33,9 @@ CREATE TABLE profiles (
     tenant_id     BIGINT      NOT NULL,
     user_id       TEXT        NOT NULL,
     traits        JSONB       NOT NULL DEFAULT '{}',
-    -- occurred_at of the newest context_identified merged: an older one that arrives late only
-    -- fills traits the profile does not have yet.
-    traits_at     TIMESTAMPTZ,
+    -- Per trait, occurred_at of the context_identified that set it: a trait only changes to a
+    -- value set more recently, whatever order the events arrive in.
+    trait_times   JSONB       NOT NULL DEFAULT '{}',
     first_seen_at TIMESTAMPTZ NOT NULL,
     last_seen_at  TIMESTAMPTZ NOT NULL,
     updated_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
