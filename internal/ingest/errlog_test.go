@@ -190,8 +190,7 @@ func TestErrorLogDropsWhenBufferFull(t *testing.T) {
 	for i := range n {
 		elog.Record(1, ingest.ErrorValidation, fmt.Sprintf("flood-%d", i))
 	}
-	// The buffer holds 10,000; the writer may have taken one buffer-full before it blocked. The
-	// records kept are the oldest ones (a prefix), the rest are dropped.
+	// The buffer holds 10,000; the writer may have taken one buffer-full before it blocked.
 	dropped := elog.Dropped()
 	if dropped < n-20_000 || dropped > n-10_000 {
 		t.Errorf("Dropped() = %d, want between %d and %d", dropped, n-20_000, n-10_000)
@@ -208,9 +207,13 @@ func TestErrorLogDropsWhenBufferFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("flood-%d", n-dropped-1)
-	if len(recs) != 1 || recs[0].Detail != want {
-		t.Errorf("newest record = %+v, want %s (every buffered record is written once the pool frees up)", recs, want)
+	// n-dropped records were kept; whichever they were, the newest of them is at least that far in.
+	var newest int64
+	if len(recs) != 1 {
+		t.Fatalf("records = %+v", recs)
+	}
+	if _, err := fmt.Sscanf(recs[0].Detail, "flood-%d", &newest); err != nil || newest < n-dropped-1 || newest >= n {
+		t.Errorf("newest record = %q, want flood-N with %d <= N < %d (the buffered records are written once the pool frees up)", recs[0].Detail, n-dropped-1, n)
 	}
 	if got := queryInt(t, pool, `SELECT count(*) FROM ingestion_errors WHERE tenant_id = 1`); got != 1000 {
 		t.Errorf("stored %d records, want 1000 (retention)", got)
@@ -311,7 +314,7 @@ func recordDuringClose() {
 		panic(err)
 	}
 	defer pool.Close()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	for iter := 0; iter < 1500 && time.Now().Before(deadline); iter++ {
 		elog := ingest.NewErrorLog(pool, discard(), time.Now)
 		var stop atomic.Bool

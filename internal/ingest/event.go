@@ -278,15 +278,25 @@ func storableJSON(p []byte) string {
 		case c == 'e' || c == 'E':
 			// Inside a number (true/false contain 'e' but no digits follow): check the exponent.
 			j := i + 1
+			negative := false
 			if j < len(p) && (p[j] == '+' || p[j] == '-') {
+				negative = p[j] == '-'
+				j++
+			}
+			for j < len(p) && p[j] == '0' { // leading zeros carry no magnitude
 				j++
 			}
 			start := j
 			for j < len(p) && p[j] >= '0' && p[j] <= '9' {
 				j++
 			}
-			if j-start > 3 || (j > start && atoiSmall(p[start:j]) > 308) {
-				return "has a number out of range (exponent beyond ±308)"
+			// Large numbers must fit a double (BigQuery JSON); tiny ones Postgres numeric's scale.
+			limit := 308
+			if negative {
+				limit = 1000
+			}
+			if j-start > 4 || (j > start && atoiSmall(p[start:j]) > limit) {
+				return "has a number out of range (exponent beyond 1e308 or 1e-1000)"
 			}
 		}
 	}

@@ -1,7 +1,6 @@
 package ingest_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"regexp"
 	"strings"
@@ -217,6 +216,15 @@ func TestDecode(t *testing.T) {
 		{name: "payload lone surrogate escape", raw: ev("payload", raw(`{"a":"\ud800"}`)), code: "invalid_payload", field: "payload"},
 		{name: "payload surrogate pair kept", raw: ev("payload", raw(`{"a":"\ud83d\ude00"}`)), check: payloadIs(`{"a":"\ud83d\ude00"}`)},
 
+		{name: "payload lone low surrogate", raw: ev("payload", raw(`{"a":"\udc00"}`)), code: "invalid_payload", field: "payload"},
+		{name: "payload lone surrogate in key", raw: ev("payload", raw(`{"\ud800x":1}`)), code: "invalid_payload", field: "payload"},
+		{name: "payload number beyond the warehouse", raw: ev("payload", raw(`{"a":1e200000}`)), code: "invalid_payload", field: "payload"},
+		{name: "payload largest double kept", raw: ev("payload", raw(`{"a":-1.7976931348623157e308,"b":2.2250738585072014E-308}`)), check: payloadIs(`{"a":-1.7976931348623157e308,"b":2.2250738585072014E-308}`)},
+		{name: "payload exponent-like text in strings kept", raw: ev("payload", raw(`{"e99999":"1e99999","true":"\\ud800"}`)), check: payloadIs(`{"e99999":"1e99999","true":"\\ud800"}`)},
+		// Valid JSON numbers that fit a double (subnormal; exponent written with leading zeros).
+		{name: "payload smallest subnormal double", raw: ev("payload", raw(`{"a":5e-324}`)), check: payloadIs(`{"a":5e-324}`)},
+		{name: "payload exponent with leading zeros", raw: ev("payload", raw(`{"a":1e-0300}`)), check: payloadIs(`{"a":1e-0300}`)},
+
 		// message_id
 		{name: "message_id used as event id", raw: ev("message_id", "msg-0001"), check: eventIDIs("msg-0001")},
 		{name: "message_id 128 chars", raw: ev("message_id", strings.Repeat("m", 128)), check: eventIDIs(strings.Repeat("m", 128))},
@@ -383,6 +391,27 @@ func TestValidate(t *testing.T) {
 
 var eventTypeRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,127}$`)
 
+// hasNUL reports whether a decoded JSON value holds a NUL character in a key or string.
+func hasNUL(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return strings.ContainsRune(v, 0)
+	case []any:
+		for _, e := range v {
+			if hasNUL(e) {
+				return true
+			}
+		}
+	case map[string]any:
+		for k, e := range v {
+			if strings.ContainsRune(k, 0) || hasNUL(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func FuzzDecode(f *testing.F) {
 	seeds := [][]byte{
 		ev(),
@@ -409,6 +438,8 @@ func FuzzDecode(f *testing.F) {
 		[]byte(``),
 		[]byte("{\"user_id\":\"\xff\",\"event_type\":\"a\"}"),
 		[]byte(`{"user_id":"u","event_type":"a","payload":{"a":1e999}}`),
+		[]byte(`{"user_id":"u","event_type":"a","payload":{"a":"\ud83d\ude00","b":"\\u0000","c":[true,false,1E+5]}}`),
+		[]byte(`{"user_id":"u","event_type":"a","payload":{"a":"\ud800\u0041"}}`),
 	}
 	for _, s := range seeds {
 		f.Add(s)
@@ -435,7 +466,11 @@ func FuzzDecode(f *testing.F) {
 		if !json.Valid(got.Payload) || len(got.Payload) == 0 || got.Payload[0] != '{' {
 			t.Errorf("accepted payload %q is not a JSON object", got.Payload)
 		}
-		if bytes.Contains(got.Payload, []byte(`\u0000`)) {
+		if !utf8.Valid(got.Payload) {
+			t.Errorf("accepted payload %q is not valid UTF-8", got.Payload)
+		}
+		var v any
+		if err := json.Unmarshal(got.Payload, &v); err == nil && hasNUL(v) {
 			t.Errorf("accepted payload %q with NUL", got.Payload)
 		}
 		if got.OccurredAt.After(recv.Add(ingest.MaxFutureSkew)) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"reflect"
 	"sort"
 	"strings"
@@ -352,14 +351,6 @@ func TestWriterOppositeOrdersDoNotDeadlock(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if os.Getenv("DEBUG_DL") != "" {
-		rows, _ := pool.Query(ctx, `SELECT a.pid, a.wait_event_type, pg_blocking_pids(a.pid)::text, backend_xid::text, left(a.query, 20), (SELECT string_agg(event_id, ',') FROM warehouse.events) FROM pg_stat_activity a WHERE datname = current_database()`)
-		for rows.Next() {
-			v, _ := rows.Values()
-			t.Log(v...)
-		}
-		rows.Close()
-	}
 	if err := gate.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -368,9 +359,6 @@ func TestWriterOppositeOrdersDoNotDeadlock(t *testing.T) {
 		r := <-results
 		if r.err != nil {
 			t.Errorf("%s write: %v", r.name, r.err)
-		}
-		if os.Getenv("DEBUG_DL") != "" {
-			t.Log(r.name, r.n, r.err)
 		}
 		total += r.n
 	}
