@@ -42,8 +42,6 @@ func New(d Deps) *Worker { return &Worker{d: d} }
 func (w *Worker) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 1+len(w.d.Consumers))
-	running := 0
 	if len(w.d.Registrations) > 0 {
 		tw := sdkworker.New(w.d.Temporal, w.d.TaskQueue, sdkworker.Options{})
 		for _, reg := range w.d.Registrations {
@@ -57,31 +55,28 @@ func (w *Worker) Run(ctx context.Context) error {
 	} else {
 		w.d.Logger.Info("no workflows registered yet; temporal worker idle", "task_queue", w.d.TaskQueue)
 	}
+	if len(w.d.Consumers) == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	// Consumers run until ctx ends; the first one to fail stops the others.
+	errc := make(chan error, len(w.d.Consumers))
 	for _, c := range w.d.Consumers {
-		running++
 		go func() {
-			if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			err := c.Run(ctx)
+			if err != nil && !errors.Is(err, context.Canceled) {
 				errc <- fmt.Errorf("%s: %w", c.Name(), err)
 				return
 			}
 			errc <- nil
 		}()
 	}
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		running--
-		if err != nil {
+	var first error
+	for range w.d.Consumers {
+		if err := <-errc; err != nil && first == nil {
+			first = err
 			cancel()
-			for ; running > 0; running-- {
-				<-errc
-			}
-			return err
 		}
 	}
-	cancel()
-	for ; running > 0; running-- {
-		<-errc
-	}
-	return nil
+	return first
 }

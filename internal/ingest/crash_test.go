@@ -70,21 +70,8 @@ func TestLoaderSurvivesKills(t *testing.T) {
 	}
 	defer pool.Close()
 
-	emb, opts, err := bus.StartEmbedded()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = emb.Close() }()
-	b, err := bus.Open(ctx, bus.Config{Project: crashProject, Topic: crashTopic, Subscription: crashSub, AckDeadline: 10 * time.Second, ClientOptions: opts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = b.Close() }()
-	if err := b.EnsureTopology(ctx); err != nil {
-		t.Fatal(err)
-	}
-	pub := ingest.NewPubSubPublisher(b.Client(), crashTopic, b.Check)
-	defer pub.Stop()
+	tbus := startTestBus(t, crashProject, crashTopic, crashSub, 10*time.Second)
+	emb, pub := tbus.emb, tbus.pub
 
 	startChild := func() *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/cohort-dev/cohort/internal/bus"
 	"github.com/cohort-dev/cohort/internal/ingest"
 	"github.com/cohort-dev/cohort/internal/testenv"
 	"github.com/cohort-dev/cohort/internal/warehouse"
@@ -28,21 +27,8 @@ func BenchmarkLoad(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer pool.Close()
-	emb, opts, err := bus.StartEmbedded()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = emb.Close() }()
-	bs, err := bus.Open(ctx, bus.Config{Project: "bench", Topic: "events", Subscription: "loader", ClientOptions: opts})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = bs.Close() }()
-	if err := bs.EnsureTopology(ctx); err != nil {
-		b.Fatal(err)
-	}
-	pub := ingest.NewPubSubPublisher(bs.Client(), "events", bs.Check)
-	defer pub.Stop()
+	tbus := startTestBus(b, "bench", "events", "loader", 0)
+	bs, pub := tbus.bus, tbus.pub
 	logger := slog.New(slog.DiscardHandler)
 	errlog := ingest.NewErrorLog(pool, logger, time.Now)
 	sink := ingest.NewSink(pool, whpg.New(pool), time.Now)

@@ -87,25 +87,10 @@ type loaderEnv struct {
 
 func newLoaderEnv(t *testing.T, cfg ingest.LoaderConfig) *loaderEnv {
 	t.Helper()
-	ctx := context.Background()
 	env := &loaderEnv{pool: openPool(t), logs: &logRecorder{}}
-	emb, opts, err := bus.StartEmbedded()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = emb.Close() })
-	env.emb = emb
-	b, err := bus.Open(ctx, bus.Config{Project: "cohort-test", Topic: "events", Subscription: "events-loader", ClientOptions: opts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
-	if err := b.EnsureTopology(ctx); err != nil {
-		t.Fatal(err)
-	}
-	env.bus = b
-	env.pub = ingest.NewPubSubPublisher(b.Client(), "events", b.Check)
-	t.Cleanup(env.pub.Stop)
+	tb := startTestBus(t, "cohort-test", "events", "events-loader", 0)
+	env.emb, env.bus, env.pub = tb.emb, tb.bus, tb.pub
+	b := tb.bus
 	env.raw = b.Client().Publisher("events")
 	t.Cleanup(env.raw.Stop)
 	env.errlog = ingest.NewErrorLog(env.pool, discard(), time.Now)
