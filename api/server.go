@@ -39,6 +39,8 @@ type Deps struct {
 	Ready     []ReadyCheck
 	// Ingest serves /api/ingestion/; its routes are registered only when set.
 	Ingest *IngestionDeps
+	// Segments serves /api/segments/; its routes are registered only when set.
+	Segments *SegmentsDeps
 	// Registry collects Prometheus metrics; a new one when nil.
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
@@ -107,5 +109,8 @@ func (s *Server) routes() {
 	a.GET("/blobs/*key", s.downloadBlob)
 	if s.d.Ingest != nil {
 		s.ingestionRoutes(a)
+	}
+	if s.d.Segments != nil {
+		s.segmentRoutes(a)
 	}
 }

@@ -143,12 +143,18 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 	}
 	stops = append(stops, tc.Close)
 
+	segs := c.openSegments(in)
+	segReg, err := c.segmentsWorker(segs)
+	if err != nil {
+		return err
+	}
 	wctx, cancelWorker := context.WithCancel(context.Background())
 	workerDone := make(chan error, 1)
-	go func() { workerDone <- worker.New(c.workerDeps(tc, loader)).Run(wctx) }()
+	go func() { workerDone <- worker.New(c.workerDeps(tc, []worker.Registration{segReg}, loader)).Run(wctx) }()
 	stops = append(stops, func() { cancelWorker(); <-workerDone })
 
-	srv := api.New(c.apiDeps([]api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}, in))
+	srv := api.New(c.apiDeps([]api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}, in,
+		c.segmentsAPI(wctx, segs, tc)))
 	addr, httpDone, err := serveHTTP(ctx, cfg.HTTPAddr, srv.Handler(), logger, 5*time.Second)
 	if err != nil {
 		return err

@@ -34,7 +34,9 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	srv := api.New(c.apiDeps([]api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}, in))
+	segs := c.openSegments(in)
+	srv := api.New(c.apiDeps([]api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}, in,
+		c.segmentsAPI(ctx, segs, tc)))
 	addr, done, err := serveHTTP(ctx, cfg.HTTPAddr, srv.Handler(), logger, cfg.ShutdownTimeout)
 	if err != nil {
 		return err
@@ -65,7 +67,11 @@ func runWorker(ctx context.Context, cfg *config.Config, logger *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	return worker.New(c.workerDeps(tc, loader)).Run(ctx)
+	segReg, err := c.segmentsWorker(c.openSegments(in))
+	if err != nil {
+		return err
+	}
+	return worker.New(c.workerDeps(tc, []worker.Registration{segReg}, loader)).Run(ctx)
 }
 
 func runMigrate(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout io.Writer) error {

@@ -145,9 +145,10 @@ func migrate(ctx context.Context, db *store.DB, logger *slog.Logger) error {
 }
 
 // apiDeps builds the HTTP API's dependencies from the core.
-func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion) api.Deps {
+func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsDeps) api.Deps {
 	return api.Deps{
 		Ingest:       c.ingestAPI(in),
+		Segments:     seg,
 		Logger:       c.log,
 		Auth:         c.auth,
 		LocalBlob:    c.localBlob,
@@ -192,11 +193,12 @@ func serveHTTP(ctx context.Context, addr string, h http.Handler, logger *slog.Lo
 }
 
 // workerDeps builds the worker role's registrations and consumers.
-func (c *core) workerDeps(tc client.Client, consumers ...worker.Consumer) worker.Deps {
+func (c *core) workerDeps(tc client.Client, regs []worker.Registration, consumers ...worker.Consumer) worker.Deps {
 	return worker.Deps{
-		Temporal:  tc,
-		TaskQueue: c.cfg.Temporal.TaskQueue,
-		Logger:    c.log,
-		Consumers: consumers,
+		Temporal:      tc,
+		TaskQueue:     c.cfg.Temporal.TaskQueue,
+		Logger:        c.log,
+		Registrations: regs,
+		Consumers:     consumers,
 	}
 }

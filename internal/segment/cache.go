@@ -1,0 +1,204 @@
+package segment
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// MembershipCache serves GET /api/segments/membership/ from memory. Every finished compute (and
+// every segment deletion) bumps the tenant's version in segment_cache_versions and NOTIFYs
+// NotifyChannel in the same transaction; every API replica LISTENs and drops the tenant's entries,
+// so a replica never serves membership older than the last committed compute once the
+// notification arrives (milliseconds). As a safety net the versions are also polled every
+// PollEvery; while the listener is disconnected the cache is bypassed entirely.
+type MembershipCache struct {
+	svc        *Service
+	pool       *pgxpool.Pool
+	log        *slog.Logger
+	maxPerTent int
+	pollEvery  time.Duration
+
+	mu      sync.RWMutex
+	live    bool // listening: entries may be served
+	tenants map[int64]*tenantEntries
+}
+
+type tenantEntries struct {
+	version int64
+	gen     uint64
+	users   map[string][]int64
+}
+
+// CacheOptions tune the cache.
+type CacheOptions struct {
+	MaxUsersPerTenant int           // entries kept per tenant before the tenant's map is reset (default 500,000)
+	PollEvery         time.Duration // version poll (default 5 s)
+}
+
+// NewMembershipCache builds the cache; Run must be running for it to serve from memory.
+func NewMembershipCache(svc *Service, pool *pgxpool.Pool, log *slog.Logger, o CacheOptions) *MembershipCache {
+	if o.MaxUsersPerTenant <= 0 {
+		o.MaxUsersPerTenant = 500_000
+	}
+	if o.PollEvery <= 0 {
+		o.PollEvery = 5 * time.Second
+	}
+	return &MembershipCache{svc: svc, pool: pool, log: log, maxPerTent: o.MaxUsersPerTenant, pollEvery: o.PollEvery, tenants: map[int64]*tenantEntries{}}
+}
+
+var cacheGen uint64
+
+// Lookup returns the user's segment ids and whether they came from memory.
+func (c *MembershipCache) Lookup(ctx context.Context, tenantID int64, userID string) ([]int64, bool, error) {
+	c.mu.RLock()
+	live := c.live
+	te := c.tenants[tenantID]
+	var gen uint64
+	if te != nil {
+		if ids, ok := te.users[userID]; ok {
+			c.mu.RUnlock()
+			return ids, true, nil
+		}
+		gen = te.gen
+	}
+	c.mu.RUnlock()
+	ids, err := c.svc.Membership(ctx, tenantID, userID)
+	if err != nil || !live {
+		return ids, false, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	te = c.tenants[tenantID]
+	switch {
+	case !c.live:
+	case te == nil && gen == 0:
+		// The tenant's version is learnt by the next poll; until then entries are kept under
+		// version -1, which any real version replaces.
+		cacheGen++
+		c.tenants[tenantID] = &tenantEntries{version: -1, gen: cacheGen, users: map[string][]int64{userID: ids}}
+	case te != nil && te.gen == gen:
+		// Only when no invalidation happened while we read the database.
+		if len(te.users) >= c.maxPerTent {
+			te.users = make(map[string][]int64)
+		}
+		te.users[userID] = ids
+	}
+	return ids, false, nil
+}
+
+// invalidate drops a tenant's entries when its version moved past what they were read at.
+func (c *MembershipCache) invalidate(tenantID, version int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	te := c.tenants[tenantID]
+	if te != nil && te.version == version {
+		return
+	}
+	cacheGen++
+	c.tenants[tenantID] = &tenantEntries{version: version, gen: cacheGen, users: map[string][]int64{}}
+}
+
+func (c *MembershipCache) setLive(live bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.live = live
+	cacheGen++
+	c.tenants = map[int64]*tenantEntries{}
+}
+
+// Run listens for membership changes until ctx ends, reconnecting after failures.
+func (c *MembershipCache) Run(ctx context.Context) error {
+	for {
+		err := c.listen(ctx)
+		c.setLive(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.log.Warn("membership cache listener stopped; serving from the database until it reconnects", "error", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (c *MembershipCache) listen(ctx context.Context) error {
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
+		return err
+	}
+	defer func() {
+		// The connection goes back to the pool: stop listening on it.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, "UNLISTEN *"); err != nil {
+			conn.Conn().Close(uctx) //nolint:errcheck // the pool drops a closed connection
+		}
+	}()
+	if err := c.poll(ctx); err != nil {
+		return err
+	}
+	c.setLive(true)
+	lastPoll := time.Now()
+	for {
+		wctx, cancel := context.WithTimeout(ctx, c.pollEvery)
+		n, err := conn.Conn().WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			tenant, version, ok := parseNotice(n.Payload)
+			if ok {
+				c.invalidate(tenant, version)
+			}
+		case ctx.Err() != nil:
+			return nil
+		case wctx.Err() == nil:
+			return err // the connection failed
+		}
+		if time.Since(lastPoll) >= c.pollEvery {
+			if err := c.poll(ctx); err != nil {
+				return err
+			}
+			lastPoll = time.Now()
+		}
+	}
+}
+
+func parseNotice(p string) (int64, int64, bool) {
+	t, v, ok := strings.Cut(p, ":")
+	if !ok {
+		return 0, 0, false
+	}
+	tenant, err1 := strconv.ParseInt(t, 10, 64)
+	version, err2 := strconv.ParseInt(v, 10, 64)
+	return tenant, version, err1 == nil && err2 == nil
+}
+
+// poll reads every tenant's version and drops entries whose version moved.
+func (c *MembershipCache) poll(ctx context.Context) error {
+	rows, err := c.pool.Query(ctx, `SELECT tenant_id, version FROM segment_cache_versions`)
+	if err != nil {
+		return fmt.Errorf("poll membership versions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t, v int64
+		if err := rows.Scan(&t, &v); err != nil {
+			return err
+		}
+		c.invalidate(t, v)
+	}
+	return rows.Err()
+}

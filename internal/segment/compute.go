@@ -1,0 +1,476 @@
+package segment
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"gorm.io/gorm"
+
+	"github.com/cohort-dev/cohort/internal/errs"
+)
+
+// Runner runs compiled queries on a warehouse other than the embedded Postgres one (BigQuery).
+// With the Postgres warehouse the service runs everything inside the metadata database, so no
+// user id leaves it during a compute.
+type Runner interface {
+	Dialect() Dialect
+	// Table is the events table the compiler names ("project.dataset.events").
+	Table() string
+	// Users streams every user id q selects; segParams fill in_segment array parameters.
+	Users(ctx context.Context, q *Query, segParams map[string][]string, fn func(userID string) error) error
+	// CountAndSample returns the number of matching users and the first limit user ids.
+	CountAndSample(ctx context.Context, q *Query, segParams map[string][]string, limit int) (int64, []string, error)
+}
+
+// Run is one compute of a segment.
+type Run struct {
+	ID         int64      `json:"id"`
+	TenantID   int64      `json:"tenant_id"`
+	SegmentID  int64      `json:"segment_id"`
+	Version    int        `json:"version"`
+	WorkflowID string     `json:"workflow_id"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+	Status     string     `json:"status"`
+	Matched    *int64     `json:"matched"`
+	Entered    *int64     `json:"entered"`
+	Exited     *int64     `json:"exited"`
+	Error      *string    `json:"error"`
+}
+
+func (Run) TableName() string { return "segment_runs" }
+
+// RunResult is what a finished compute changed.
+type RunResult struct {
+	RunID   int64 `json:"run_id"`
+	Version int   `json:"version"`
+	Matched int64 `json:"matched"`
+	Entered int64 `json:"entered"`
+	Exited  int64 `json:"exited"`
+}
+
+// ErrNoDefinition: the segment cannot be computed before a definition is set.
+var ErrNoDefinition = errors.New("segment has no definition")
+
+// BeginRun records a compute of the segment's current version and marks it computing.
+func (s *Service) BeginRun(ctx context.Context, tenantID, segmentID int64, workflowID string) (*Run, error) {
+	var run *Run
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		seg, err := get(ctx, tx, tenantID, segmentID, true)
+		if err != nil {
+			return err
+		}
+		if seg.Version == 0 {
+			return fmt.Errorf("segment %d: %w", segmentID, ErrNoDefinition)
+		}
+		now := s.now().UTC()
+		run = &Run{TenantID: tenantID, SegmentID: segmentID, Version: seg.Version, WorkflowID: workflowID, StartedAt: now, Status: "running"}
+		if err := tx.Create(run).Error; err != nil {
+			return fmt.Errorf("record run: %w", err)
+		}
+		return tx.Exec(`UPDATE segments SET status = 'computing', updated_at = ? WHERE id = ?`, now, segmentID).Error
+	})
+	return run, err
+}
+
+// FailRun records a failed compute: the run and the segment get the error.
+func (s *Service) FailRun(ctx context.Context, tenantID, runID int64, msg string) error {
+	msg = truncate(msg, 2000)
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var run Run
+		if err := tx.Where("tenant_id = ? AND id = ?", tenantID, runID).Take(&run).Error; err != nil {
+			return fmt.Errorf("load run %d: %w", runID, err)
+		}
+		now := s.now().UTC()
+		if run.Status == "running" {
+			if err := tx.Exec(`UPDATE segment_runs SET status = 'error', error = ?, finished_at = ? WHERE id = ?`, msg, now, runID).Error; err != nil {
+				return err
+			}
+		}
+		return tx.Exec(`UPDATE segments SET status = 'error', last_error = ?, updated_at = ? WHERE tenant_id = ? AND id = ?`,
+			msg, now, tenantID, run.SegmentID).Error
+	})
+}
+
+// Materialize computes the run's membership and loads it as a diff: users who left are deleted
+// and recorded as exited, new users inserted and recorded as entered, all in one transaction
+// with the segment's computed_count, so readers see the old or the new membership, never a mix.
+// It is idempotent per run: a retried activity gets the stored result.
+func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner Runner) (RunResult, error) {
+	var run Run
+	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND id = ?", tenantID, runID).Take(&run).Error; err != nil {
+		return RunResult{}, fmt.Errorf("load run %d: %w", runID, err)
+	}
+	if run.Status == "ready" {
+		return RunResult{RunID: run.ID, Version: run.Version, Matched: deref(run.Matched), Entered: deref(run.Entered), Exited: deref(run.Exited)}, nil
+	}
+	seg, err := s.Get(ctx, tenantID, run.SegmentID)
+	if err != nil {
+		return RunResult{}, err
+	}
+	var v Version
+	if err := s.db.WithContext(ctx).Where("segment_id = ? AND version = ?", run.SegmentID, run.Version).Take(&v).Error; err != nil {
+		return RunResult{}, fmt.Errorf("load version %d of segment %d: %w", run.Version, run.SegmentID, err)
+	}
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{})
+	if err != nil {
+		return RunResult{}, fmt.Errorf("begin compute: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// One compute per segment at a time (a scheduled refresh and a manual one, say); readers and
+	// PATCH are not blocked.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(4242, $1::int)`, int32(run.SegmentID)); err != nil {
+		return RunResult{}, fmt.Errorf("lock segment: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `SET LOCAL work_mem = '256MB'; SET LOCAL jit = off; SET LOCAL statement_timeout = '30min';
+		CREATE TEMP TABLE seg_new (user_id TEXT NOT NULL, score DOUBLE PRECISION) ON COMMIT DROP`); err != nil {
+		return RunResult{}, fmt.Errorf("prepare compute: %w", err)
+	}
+	if seg.SegmentType == KindLookalike {
+		if err := s.loadLookalike(ctx, tx, seg, v.Definition, runner); err != nil {
+			return RunResult{}, err
+		}
+	} else {
+		def, err := ParseDefinition(v.Definition)
+		if err != nil {
+			return RunResult{}, fmt.Errorf("stored definition of segment %d: %w", seg.ID, err)
+		}
+		if err := s.loadRule(ctx, tx, def, tenantID, run.StartedAt, runner); err != nil {
+			return RunResult{}, err
+		}
+	}
+	now := s.now().UTC()
+	res := RunResult{RunID: run.ID, Version: run.Version}
+	if _, err := tx.Exec(ctx, `ANALYZE seg_new`); err != nil {
+		return RunResult{}, fmt.Errorf("analyze: %w", err)
+	}
+	err = tx.QueryRow(ctx, `SELECT count(*) FROM seg_new`).Scan(&res.Matched)
+	if err != nil {
+		return RunResult{}, fmt.Errorf("count members: %w", err)
+	}
+	err = tx.QueryRow(ctx, `WITH ex AS (
+			DELETE FROM segment_members m WHERE m.tenant_id = $1 AND m.segment_id = $2
+			AND NOT EXISTS (SELECT 1 FROM seg_new n WHERE n.user_id = m.user_id) RETURNING m.user_id),
+		ins AS (INSERT INTO segment_member_changes (run_id, tenant_id, segment_id, user_id, entered)
+			SELECT $3, $1, $2, user_id, FALSE FROM ex RETURNING 1)
+		SELECT count(*) FROM ins`, tenantID, run.SegmentID, run.ID).Scan(&res.Exited)
+	if err != nil {
+		return RunResult{}, fmt.Errorf("remove exited members: %w", err)
+	}
+	err = tx.QueryRow(ctx, `WITH en AS (
+			INSERT INTO segment_members (tenant_id, segment_id, user_id, computed_at, score)
+			SELECT $1, $2, n.user_id, $4, n.score FROM seg_new n
+			WHERE NOT EXISTS (SELECT 1 FROM segment_members m WHERE m.tenant_id = $1 AND m.segment_id = $2 AND m.user_id = n.user_id)
+			ON CONFLICT DO NOTHING RETURNING user_id),
+		ins AS (INSERT INTO segment_member_changes (run_id, tenant_id, segment_id, user_id, entered)
+			SELECT $3, $1, $2, user_id, TRUE FROM en RETURNING 1)
+		SELECT count(*) FROM ins`, tenantID, run.SegmentID, run.ID, now).Scan(&res.Entered)
+	if err != nil {
+		return RunResult{}, fmt.Errorf("add entered members: %w", err)
+	}
+	if seg.SegmentType == KindLookalike {
+		if _, err := tx.Exec(ctx, `UPDATE segment_members m SET score = n.score FROM seg_new n
+			WHERE m.tenant_id = $1 AND m.segment_id = $2 AND m.user_id = n.user_id AND m.score IS DISTINCT FROM n.score`,
+			tenantID, run.SegmentID); err != nil {
+			return RunResult{}, fmt.Errorf("update scores: %w", err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `UPDATE segment_runs SET status = 'ready', finished_at = $2, matched = $3, entered = $4, exited = $5 WHERE id = $1`,
+		run.ID, now, res.Matched, res.Entered, res.Exited); err != nil {
+		return RunResult{}, fmt.Errorf("finish run: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE segments SET computed_count = $3, computed_version = $4, last_computed_at = $5, last_error = NULL,
+			status = CASE WHEN version = $4 THEN 'ready' ELSE status END, updated_at = $5
+		WHERE tenant_id = $1 AND id = $2`, tenantID, run.SegmentID, res.Matched, run.Version, now); err != nil {
+		return RunResult{}, fmt.Errorf("update segment: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE segment_versions SET computed_count_at_version = $3 WHERE segment_id = $1 AND version = $2`,
+		run.SegmentID, run.Version, res.Matched); err != nil {
+		return RunResult{}, fmt.Errorf("update version: %w", err)
+	}
+	if _, err := tx.Exec(ctx, bumpCacheSQL, tenantID); err != nil {
+		return RunResult{}, fmt.Errorf("bump membership cache: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return RunResult{}, fmt.Errorf("commit compute: %w", err)
+	}
+	return res, nil
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// loadRule fills seg_new with the definition's users.
+func (s *Service) loadRule(ctx context.Context, tx pgx.Tx, def *Definition, tenantID int64, now time.Time, runner Runner) error {
+	if runner == nil || runner.Dialect() == Postgres {
+		q, err := Compile(def, Postgres, CompileOptions{TenantID: tenantID, Now: now})
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO seg_new (user_id) "+q.SQL, q.Args()...); err != nil {
+			return fmt.Errorf("run segment query: %w", err)
+		}
+		return nil
+	}
+	q, err := Compile(def, runner.Dialect(), CompileOptions{TenantID: tenantID, Now: now, Table: runner.Table()})
+	if err != nil {
+		return err
+	}
+	segParams, err := s.segmentParams(ctx, tenantID, q)
+	if err != nil {
+		return err
+	}
+	batch := make([][]any, 0, 10000)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"seg_new"}, []string{"user_id"}, pgx.CopyFromRows(batch))
+		batch = batch[:0]
+		return err
+	}
+	err = runner.Users(ctx, q, segParams, func(id string) error {
+		batch = append(batch, []any{id})
+		if len(batch) == cap(batch) {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return fmt.Errorf("load segment users from %s: %w", runner.Dialect(), err)
+	}
+	return nil
+}
+
+// segmentParams loads the members of the segments a BigQuery query's in_segment conditions name.
+func (s *Service) segmentParams(ctx context.Context, tenantID int64, q *Query) (map[string][]string, error) {
+	out := map[string][]string{}
+	for name, id := range q.SegmentParams {
+		rows, err := s.pool.Query(ctx, `SELECT user_id FROM segment_members WHERE tenant_id = $1 AND segment_id = $2`, tenantID, id)
+		if err != nil {
+			return nil, fmt.Errorf("load members of segment %d: %w", id, err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, fmt.Errorf("load members of segment %d: %w", id, err)
+		}
+		out[name] = ids
+	}
+	return out, nil
+}
+
+// Preview is the answer of POST /api/segments/preview/.
+type Preview struct {
+	MatchedUsers  int64    `json:"matched_users"`
+	SampleUserIDs []string `json:"sample_user_ids"`
+	SQL           string   `json:"sql"`
+}
+
+// Preview limits.
+const (
+	DefaultPreviewLimit = 10
+	MaxPreviewLimit     = 100
+	previewTimeout      = 60 * time.Second
+)
+
+// Preview compiles a definition and runs it without saving anything.
+func (s *Service) Preview(ctx context.Context, tenantID int64, raw json.RawMessage, limit int, runner Runner) (*Preview, error) {
+	def, err := ParseDefinition(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkRefs(ctx, s.db, &Segment{TenantID: tenantID}, def); err != nil {
+		return nil, err
+	}
+	now := s.now().UTC()
+	out := &Preview{SampleUserIDs: []string{}}
+	if runner != nil && runner.Dialect() != Postgres {
+		q, err := Compile(def, runner.Dialect(), CompileOptions{TenantID: tenantID, Now: now, Table: runner.Table()})
+		if err != nil {
+			return nil, err
+		}
+		segParams, err := s.segmentParams(ctx, tenantID, q)
+		if err != nil {
+			return nil, err
+		}
+		out.SQL = q.Display()
+		out.MatchedUsers, out.SampleUserIDs, err = runner.CountAndSample(ctx, q, segParams, limit)
+		if err != nil {
+			return nil, fmt.Errorf("preview on %s: %w", runner.Dialect(), err)
+		}
+		if out.SampleUserIDs == nil {
+			out.SampleUserIDs = []string{}
+		}
+		return out, nil
+	}
+	q, err := Compile(def, Postgres, CompileOptions{TenantID: tenantID, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	out.SQL = q.Display()
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("begin preview: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL work_mem = '256MB'; SET LOCAL jit = off; SET LOCAL statement_timeout = '%dms'`, previewTimeout.Milliseconds())); err != nil {
+		return nil, fmt.Errorf("prepare preview: %w", err)
+	}
+	rows, err := tx.Query(ctx, q.CountAndSample(limit), q.Args()...)
+	if err != nil {
+		return nil, previewError(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id, &out.MatchedUsers); err != nil {
+			rows.Close()
+			return nil, previewError(err)
+		}
+		out.SampleUserIDs = append(out.SampleUserIDs, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, previewError(err)
+	}
+	if limit == 0 {
+		// LIMIT 0 returns no rows to carry the count.
+		if err := tx.QueryRow(ctx, q.Count(), q.Args()...).Scan(&out.MatchedUsers); err != nil {
+			return nil, previewError(err)
+		}
+	}
+	return out, nil
+}
+
+func previewError(err error) error {
+	if strings.Contains(err.Error(), "statement timeout") {
+		return errs.Coded(errs.ErrUnavailable, "preview_timeout", "the preview took longer than %s; narrow the definition or compute the segment instead", previewTimeout)
+	}
+	return fmt.Errorf("run preview: %w", err)
+}
+
+// Member is one row of the member list.
+type Member struct {
+	UserID     string    `json:"user_id"`
+	ComputedAt time.Time `json:"computed_at"`
+	Score      *float64  `json:"score,omitempty"`
+}
+
+// MembersPage is the answer of GET /api/segments/<id>/members/.
+type MembersPage struct {
+	Results    []Member `json:"results"`
+	NextCursor *string  `json:"next_cursor"`
+	Count      int64    `json:"count"`
+}
+
+// Member list limits.
+const (
+	DefaultMembersLimit = 100
+	MaxMembersLimit     = 1000
+)
+
+// Members returns a page of members in user id order. The cursor is opaque (the last user id of
+// the previous page), so a page never repeats or skips a user who stays a member while a
+// recompute changes others.
+func (s *Service) Members(ctx context.Context, tenantID, segmentID int64, limit int, cursor string) (*MembersPage, error) {
+	seg, err := s.Get(ctx, tenantID, segmentID)
+	if err != nil {
+		return nil, err
+	}
+	after := ""
+	if cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || len(b) < 2 || b[0] != 'u' || b[1] != ':' {
+			return nil, errs.Invalid("cursor", "is not a cursor this endpoint returned")
+		}
+		after = string(b[2:])
+	}
+	rows, err := s.pool.Query(ctx, `SELECT user_id, computed_at, score FROM segment_members
+		WHERE tenant_id = $1 AND segment_id = $2 AND user_id > $3 ORDER BY user_id LIMIT $4`, tenantID, segmentID, after, limit+1)
+	if err != nil {
+		return nil, fmt.Errorf("list members: %w", err)
+	}
+	page := &MembersPage{Results: make([]Member, 0, limit), Count: seg.ComputedCount}
+	for rows.Next() {
+		var m Member
+		if err := rows.Scan(&m.UserID, &m.ComputedAt, &m.Score); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("list members: %w", err)
+		}
+		m.ComputedAt = m.ComputedAt.UTC()
+		page.Results = append(page.Results, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list members: %w", err)
+	}
+	if len(page.Results) > limit {
+		page.Results = page.Results[:limit]
+		c := base64.RawURLEncoding.EncodeToString([]byte("u:" + page.Results[limit-1].UserID))
+		page.NextCursor = &c
+	}
+	return page, nil
+}
+
+// Membership lists the tenant's segments the user is a member of, in id order.
+func (s *Service) Membership(ctx context.Context, tenantID int64, userID string) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT segment_id FROM segment_members WHERE tenant_id = $1 AND user_id = $2 ORDER BY segment_id`, tenantID, userID)
+	if err != nil {
+		return nil, fmt.Errorf("load membership: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("load membership: %w", err)
+	}
+	if ids == nil {
+		ids = []int64{}
+	}
+	return ids, nil
+}
+
+// Changes returns a run's diff (for the activation sync): users who entered, and who exited.
+func (s *Service) Changes(ctx context.Context, tenantID, runID int64) (entered, exited []string, err error) {
+	rows, err := s.pool.Query(ctx, `SELECT user_id, entered FROM segment_member_changes WHERE tenant_id = $1 AND run_id = $2 ORDER BY user_id`, tenantID, runID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load changes of run %d: %w", runID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var in bool
+		if err := rows.Scan(&id, &in); err != nil {
+			return nil, nil, err
+		}
+		if in {
+			entered = append(entered, id)
+		} else {
+			exited = append(exited, id)
+		}
+	}
+	return entered, exited, rows.Err()
+}
+
+const bumpCacheSQL = `WITH v AS (
+	INSERT INTO segment_cache_versions (tenant_id, version) VALUES ($1, 1)
+	ON CONFLICT (tenant_id) DO UPDATE SET version = segment_cache_versions.version + 1 RETURNING tenant_id, version)
+SELECT pg_notify('` + NotifyChannel + `', tenant_id::text || ':' || version::text) FROM v`
+
+// NotifyChannel is the Postgres channel membership changes are announced on.
+const NotifyChannel = "cohort_membership"
+
+func bumpCache(ctx context.Context, tx *gorm.DB, tenantID int64) error {
+	if err := tx.WithContext(ctx).Exec(strings.Replace(bumpCacheSQL, "$1", "?", 1), tenantID).Error; err != nil {
+		return fmt.Errorf("bump membership cache: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,434 @@
+package segment
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/cohort-dev/cohort/internal/errs"
+)
+
+// Segment types and statuses.
+const (
+	KindRule      = "rule"
+	KindAI        = "ai"
+	KindLookalike = "lookalike"
+
+	StatusDraft     = "draft"
+	StatusQueued    = "queued"
+	StatusComputing = "computing"
+	StatusReady     = "ready"
+	StatusError     = "error"
+)
+
+// Limits of segment records.
+const (
+	MaxNameLength        = 200
+	MaxDescriptionLength = 4000
+	MinRefreshEvery      = 5 * time.Minute
+	MaxRefreshEvery      = 31 * 24 * time.Hour
+)
+
+// Segment mirrors the segments table; its JSON is the API's segment record.
+type Segment struct {
+	ID               int64           `gorm:"primaryKey" json:"id"`
+	TenantID         int64           `json:"tenant"`
+	Name             string          `json:"name"`
+	SegmentType      string          `json:"segment_type"`
+	Description      string          `json:"description"`
+	Definition       json.RawMessage `gorm:"type:jsonb" json:"definition"`
+	Version          int             `json:"version"`
+	Status           string          `json:"status"`
+	ComputedCount    int64           `json:"computed_count"`
+	ComputedVersion  *int            `json:"computed_version"`
+	LastComputedAt   *time.Time      `json:"last_computed_at"`
+	LastError        *string         `json:"last_error"`
+	RefreshEverySecs *int            `json:"-"`
+	RefreshEvery     *string         `gorm:"-" json:"refresh_every"`
+	CreatedAt        time.Time       `json:"created_at"`
+	UpdatedAt        time.Time       `json:"updated_at"`
+}
+
+func (s *Segment) fill() {
+	if len(s.Definition) == 0 {
+		s.Definition = json.RawMessage("null")
+	}
+	s.RefreshEvery = nil
+	if s.RefreshEverySecs != nil {
+		d := FormatEvery(time.Duration(*s.RefreshEverySecs) * time.Second)
+		s.RefreshEvery = &d
+	}
+}
+
+// Version is one entry of a segment's definition history.
+type Version struct {
+	TenantID               int64           `json:"-"`
+	SegmentID              int64           `json:"-"`
+	Version                int             `json:"version"`
+	Definition             json.RawMessage `gorm:"type:jsonb" json:"definition"`
+	CreatedAt              time.Time       `json:"created_at"`
+	ComputedCountAtVersion *int64          `json:"computed_count_at_version"`
+}
+
+func (Version) TableName() string { return "segment_versions" }
+
+// Service owns segments, their versions, memberships and exports.
+type Service struct {
+	db   *gorm.DB
+	pool *pgxpool.Pool
+	now  func() time.Time
+}
+
+// NewService builds the service over the metadata store.
+func NewService(db *gorm.DB, pool *pgxpool.Pool, now func() time.Time) *Service {
+	return &Service{db: db, pool: pool, now: now}
+}
+
+// CreateInput is the body of POST /api/segments/.
+type CreateInput struct {
+	Name        string `json:"name"`
+	Tenant      *int64 `json:"tenant"`
+	SegmentType string `json:"segment_type"`
+	Description string `json:"description"`
+}
+
+// Create stores a new segment (no definition yet, status draft, version 0).
+func (s *Service) Create(ctx context.Context, tenantID int64, in CreateInput) (*Segment, error) {
+	f := errs.Fields{}
+	in.Name = strings.TrimSpace(in.Name)
+	checkText(f, "name", in.Name, MaxNameLength, true)
+	checkText(f, "description", in.Description, MaxDescriptionLength, false)
+	switch in.SegmentType {
+	case KindRule, KindAI, KindLookalike:
+	case "":
+		f.Add("segment_type", "is required: rule, ai or lookalike")
+	default:
+		f.Add("segment_type", "must be one of rule, ai, lookalike")
+	}
+	if in.Tenant == nil {
+		f.Add("tenant", "is required: your tenant id")
+	}
+	if err := f.Err(); err != nil {
+		return nil, err
+	}
+	if *in.Tenant != tenantID {
+		return nil, errs.Coded(errs.ErrForbidden, "wrong_tenant", "tenant %d is not the tenant of your credentials", *in.Tenant)
+	}
+	now := s.now().UTC()
+	seg := &Segment{TenantID: tenantID, Name: in.Name, SegmentType: in.SegmentType, Description: in.Description,
+		Status: StatusDraft, CreatedAt: now, UpdatedAt: now}
+	if err := s.db.WithContext(ctx).Omit("Definition").Create(seg).Error; err != nil {
+		return nil, fmt.Errorf("create segment: %w", err)
+	}
+	seg.fill()
+	return seg, nil
+}
+
+func checkText(f errs.Fields, field, v string, max int, required bool) {
+	switch {
+	case required && v == "":
+		f.Add(field, "is required")
+	case len(v) > max:
+		f.Add(field, "is longer than %d bytes", max)
+	case !utf8.ValidString(v) || strings.ContainsRune(v, 0):
+		f.Add(field, "must be valid UTF-8 text")
+	}
+}
+
+// List returns the tenant's segments, oldest first.
+func (s *Service) List(ctx context.Context, tenantID int64) ([]Segment, error) {
+	var out []Segment
+	if err := s.db.WithContext(ctx).Where("tenant_id = ?", tenantID).Order("id").Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("list segments: %w", err)
+	}
+	for i := range out {
+		out[i].fill()
+	}
+	if out == nil {
+		out = []Segment{}
+	}
+	return out, nil
+}
+
+// Get returns one of the tenant's segments; another tenant's is ErrNotFound.
+func (s *Service) Get(ctx context.Context, tenantID, id int64) (*Segment, error) {
+	return get(ctx, s.db, tenantID, id, false)
+}
+
+func get(ctx context.Context, db *gorm.DB, tenantID, id int64, lock bool) (*Segment, error) {
+	var seg Segment
+	q := db.WithContext(ctx).Where("tenant_id = ? AND id = ?", tenantID, id)
+	if lock {
+		q = q.Clauses(clause.Locking{Strength: "UPDATE"})
+	}
+	err := q.Take(&seg).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, fmt.Errorf("segment %d: %w", id, errs.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load segment %d: %w", id, err)
+	}
+	seg.fill()
+	return &seg, nil
+}
+
+// UpdateInput is the body of PATCH /api/segments/<id>/: only the fields present change.
+type UpdateInput struct {
+	Name         *string         `json:"name"`
+	Description  *string         `json:"description"`
+	Definition   json.RawMessage `json:"definition"`
+	RefreshEvery *string         `json:"refresh_every"` // "1h", "30m", "1d"; "" or "off" turns it off
+}
+
+// UpdateResult says what an update changed.
+type UpdateResult struct {
+	Segment           *Segment
+	DefinitionChanged bool
+	RefreshChanged    bool
+}
+
+// Update applies a PATCH. A new definition is validated (for its segment type), checked for
+// in_segment references (the tenant's segments, no cycles), and stored as the next version.
+func (s *Service) Update(ctx context.Context, tenantID, id int64, in UpdateInput) (UpdateResult, error) {
+	var res UpdateResult
+	f := errs.Fields{}
+	if in.Name != nil {
+		*in.Name = strings.TrimSpace(*in.Name)
+		checkText(f, "name", *in.Name, MaxNameLength, true)
+	}
+	if in.Description != nil {
+		checkText(f, "description", *in.Description, MaxDescriptionLength, false)
+	}
+	var refresh *int
+	if in.RefreshEvery != nil {
+		secs, err := ParseEvery(*in.RefreshEvery)
+		if err != nil {
+			f.Add("refresh_every", "%s", err.Error())
+		} else {
+			refresh = &secs
+		}
+	}
+	if err := f.Err(); err != nil {
+		return res, err
+	}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		seg, err := get(ctx, tx, tenantID, id, true)
+		if err != nil {
+			return err
+		}
+		updates := map[string]any{}
+		if in.Name != nil {
+			updates["name"] = *in.Name
+		}
+		if in.Description != nil {
+			updates["description"] = *in.Description
+		}
+		if refresh != nil {
+			var v any
+			if *refresh > 0 {
+				v = *refresh
+			}
+			old := 0
+			if seg.RefreshEverySecs != nil {
+				old = *seg.RefreshEverySecs
+			}
+			res.RefreshChanged = old != *refresh
+			updates["refresh_every_secs"] = v
+		}
+		if len(in.Definition) > 0 && string(in.Definition) != "null" {
+			canonical, err := s.validateFor(ctx, tx, seg, in.Definition)
+			if err != nil {
+				return err
+			}
+			if string(canonical) != string(seg.Definition) {
+				res.DefinitionChanged = true
+				next := seg.Version + 1
+				updates["definition"] = string(canonical)
+				updates["version"] = next
+				if err := tx.Create(&Version{TenantID: tenantID, SegmentID: id, Version: next,
+					Definition: canonical, CreatedAt: s.now().UTC()}).Error; err != nil {
+					return fmt.Errorf("store version: %w", err)
+				}
+			}
+		} else if string(in.Definition) == "null" {
+			return errs.Invalid("definition", "cannot be removed; send a new definition")
+		}
+		if len(updates) == 0 {
+			res.Segment = seg
+			return nil
+		}
+		updates["updated_at"] = s.now().UTC()
+		if err := tx.Model(&Segment{}).Where("tenant_id = ? AND id = ?", tenantID, id).Updates(updates).Error; err != nil {
+			return fmt.Errorf("update segment %d: %w", id, err)
+		}
+		res.Segment, err = get(ctx, tx, tenantID, id, false)
+		return err
+	})
+	return res, err
+}
+
+// validateFor checks a definition for the segment's type and returns its canonical JSON.
+func (s *Service) validateFor(ctx context.Context, tx *gorm.DB, seg *Segment, raw json.RawMessage) (json.RawMessage, error) {
+	if seg.SegmentType == KindLookalike {
+		ld, err := ParseLookalike(raw)
+		if err != nil {
+			return nil, err
+		}
+		if ld.SeedSegmentID == seg.ID {
+			return nil, errs.Invalid("definition.seed_segment_id", "cannot be the segment itself")
+		}
+		if _, err := get(ctx, tx, seg.TenantID, ld.SeedSegmentID, false); err != nil {
+			if errors.Is(err, errs.ErrNotFound) {
+				return nil, errs.Invalid("definition.seed_segment_id", fmt.Sprintf("segment %d does not exist", ld.SeedSegmentID))
+			}
+			return nil, err
+		}
+		return ld.JSON(), nil
+	}
+	def, err := ParseDefinition(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkRefs(ctx, tx, seg, def); err != nil {
+		return nil, err
+	}
+	return def.JSON(), nil
+}
+
+// checkRefs makes sure in_segment conditions name the tenant's segments and form no cycle.
+func (s *Service) checkRefs(ctx context.Context, tx *gorm.DB, seg *Segment, def *Definition) error {
+	refs := def.SegmentRefs()
+	if len(refs) == 0 {
+		return nil
+	}
+	// Load the tenant's rule/ai segment graph once.
+	var rows []Segment
+	if err := tx.WithContext(ctx).Select("id", "definition", "segment_type").Where("tenant_id = ?", seg.TenantID).Find(&rows).Error; err != nil {
+		return fmt.Errorf("load segment graph: %w", err)
+	}
+	edges := map[int64][]int64{}
+	exists := map[int64]bool{}
+	for _, r := range rows {
+		exists[r.ID] = true
+		if r.ID == seg.ID || len(r.Definition) == 0 {
+			continue
+		}
+		if r.SegmentType == KindLookalike {
+			if ld, err := ParseLookalike(r.Definition); err == nil {
+				edges[r.ID] = []int64{ld.SeedSegmentID}
+			}
+			continue
+		}
+		if d, err := ParseDefinition(r.Definition); err == nil {
+			edges[r.ID] = d.SegmentRefs()
+		}
+	}
+	for _, ref := range refs {
+		if !exists[ref] {
+			return errs.Invalid("definition", fmt.Sprintf("in_segment refers to segment %d, which does not exist", ref))
+		}
+	}
+	edges[seg.ID] = refs
+	// Depth-first search from the segment: reaching it again is a cycle.
+	state := map[int64]int{} // 1 visiting, 2 done
+	var visit func(id int64) bool
+	visit = func(id int64) bool {
+		if state[id] == 1 {
+			return true
+		}
+		if state[id] == 2 {
+			return false
+		}
+		state[id] = 1
+		for _, n := range edges[id] {
+			if visit(n) {
+				return true
+			}
+		}
+		state[id] = 2
+		return false
+	}
+	if visit(seg.ID) {
+		return errs.Invalid("definition", "in_segment references form a cycle back to this segment")
+	}
+	return nil
+}
+
+// Delete removes a segment with its versions, members, runs and exports.
+func (s *Service) Delete(ctx context.Context, tenantID, id int64) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if _, err := get(ctx, tx, tenantID, id, true); err != nil {
+			return err
+		}
+		if err := tx.Exec("DELETE FROM segment_members WHERE tenant_id = ? AND segment_id = ?", tenantID, id).Error; err != nil {
+			return fmt.Errorf("delete members: %w", err)
+		}
+		if err := tx.Exec("DELETE FROM segments WHERE tenant_id = ? AND id = ?", tenantID, id).Error; err != nil {
+			return fmt.Errorf("delete segment %d: %w", id, err)
+		}
+		return bumpCache(ctx, tx, tenantID)
+	})
+}
+
+// Versions returns the definition history, newest first.
+func (s *Service) Versions(ctx context.Context, tenantID, id int64) ([]Version, error) {
+	if _, err := s.Get(ctx, tenantID, id); err != nil {
+		return nil, err
+	}
+	var out []Version
+	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND segment_id = ?", tenantID, id).Order("version DESC").Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("list versions: %w", err)
+	}
+	if out == nil {
+		out = []Version{}
+	}
+	return out, nil
+}
+
+// MarkQueued records that a compute was requested (unless one is already computing).
+func (s *Service) MarkQueued(ctx context.Context, tenantID, id int64) (*Segment, error) {
+	seg, err := s.Get(ctx, tenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(seg.Definition) == 0 || string(seg.Definition) == "null" {
+		return nil, errs.Coded(errs.ErrConflict, "no_definition", "segment %d has no definition yet; PATCH one first", id)
+	}
+	if err := s.db.WithContext(ctx).Exec(`UPDATE segments SET status = 'queued', updated_at = ? WHERE tenant_id = ? AND id = ? AND status <> 'computing'`,
+		s.now().UTC(), tenantID, id).Error; err != nil {
+		return nil, fmt.Errorf("queue segment %d: %w", id, err)
+	}
+	return s.Get(ctx, tenantID, id)
+}
+
+// MarkError records a failure to start or run a compute.
+func (s *Service) MarkError(ctx context.Context, tenantID, id int64, msg string) error {
+	return s.db.WithContext(ctx).Exec(`UPDATE segments SET status = 'error', last_error = ?, updated_at = ? WHERE tenant_id = ? AND id = ?`,
+		truncate(msg, 2000), s.now().UTC(), tenantID, id).Error
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "..."
+}
+
+// Scheduled lists segments with refresh_every set (for reconciling Temporal schedules).
+func (s *Service) Scheduled(ctx context.Context) ([]Segment, error) {
+	var out []Segment
+	err := s.db.WithContext(ctx).Where("refresh_every_secs IS NOT NULL").Find(&out).Error
+	return out, err
+}

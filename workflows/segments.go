@@ -1,0 +1,239 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/cohort-dev/cohort/activities"
+	"github.com/cohort-dev/cohort/internal/segment"
+)
+
+// Workflow-ID kinds and signals of segments.
+const (
+	KindSegmentCompute = "segment-compute"
+	KindSegmentRefresh = "segment-refresh" // the Temporal Schedule of refresh_every
+	KindSegmentExport  = "segment-export"
+	KindSegmentDraft   = "segment-draft"
+
+	// SignalRecompute asks a running compute to run once more when it ends (the definition
+	// changed while it ran).
+	SignalRecompute = "recompute"
+)
+
+// SegmentComputeID is the compute workflow of a segment: one at a time; a second request joins.
+func SegmentComputeID(tenantID, segmentID int64) string {
+	return ID(KindSegmentCompute, tenantID, segmentID)
+}
+
+// SegmentSearchAttributes are the tenant and segment search attributes.
+func SegmentSearchAttributes(tenantID, segmentID int64) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(
+		temporal.NewSearchAttributeKeyInt64(SearchAttrTenant).ValueSet(tenantID),
+		temporal.NewSearchAttributeKeyInt64(SearchAttrSegment).ValueSet(segmentID),
+	)
+}
+
+// SegmentComputeInput names the segment.
+type SegmentComputeInput struct {
+	TenantID  int64
+	SegmentID int64
+}
+
+// SegmentComputeResult is the last run's outcome.
+type SegmentComputeResult struct {
+	Runs int
+	Last segment.RunResult
+}
+
+// ActivationSyncInput is what each activation child workflow receives (the activations
+// capability registers the workflow of this name).
+type ActivationSyncInput struct {
+	TenantID    int64
+	SegmentID   int64
+	ConnectorID int64
+	RunID       int64
+}
+
+// ActivationSyncWorkflow is the name of the per-connector sync workflow.
+const ActivationSyncWorkflow = "ActivationSync"
+
+var seg *activities.Segments
+
+// SegmentCompute runs a segment's query, loads membership as a diff, updates the segment, bumps
+// the membership cache and fans out to the segment's active activation connectors. A recompute
+// signal received while it runs makes it run again with the newest definition.
+func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComputeResult, error) {
+	var out SegmentComputeResult
+	recompute := workflow.GetSignalChannel(ctx, SignalRecompute)
+	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 10},
+	})
+	long := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Hour,
+		HeartbeatTimeout:    time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
+	})
+	for {
+		// Signals so far are served by this run (it reads the newest definition).
+		for recompute.ReceiveAsync(nil) {
+		}
+		info := workflow.GetInfo(ctx)
+		var begun activities.BeginComputeResult
+		err := workflow.ExecuteActivity(short, seg.BeginCompute, activities.BeginComputeInput{
+			TenantID: in.TenantID, SegmentID: in.SegmentID, WorkflowID: info.WorkflowExecution.ID,
+		}).Get(ctx, &begun)
+		if err == nil {
+			err = workflow.ExecuteActivity(long, seg.Materialize, activities.MaterializeInput{TenantID: in.TenantID, RunID: begun.RunID}).Get(ctx, &out.Last)
+		}
+		if err != nil {
+			msg := failureMessage(err)
+			_ = workflow.ExecuteActivity(short, seg.FailCompute, activities.FailComputeInput{
+				TenantID: in.TenantID, SegmentID: in.SegmentID, RunID: begun.RunID, Message: msg,
+			}).Get(ctx, nil)
+			if !recompute.ReceiveAsync(nil) {
+				return out, err
+			}
+			continue
+		}
+		out.Runs++
+		if err := fanOut(ctx, short, in, out.Last.RunID); err != nil {
+			workflow.GetLogger(ctx).Warn("activation fan-out failed", "error", err)
+		}
+		if !recompute.ReceiveAsync(nil) {
+			return out, nil
+		}
+	}
+}
+
+// fanOut starts one sync child workflow per active connector of the segment, abandoned so a
+// slow platform never holds the next compute; each is visible and replayable in the Temporal UI.
+func fanOut(ctx, short workflow.Context, in SegmentComputeInput, runID int64) error {
+	var targets activities.ActivationTargetsResult
+	if err := workflow.ExecuteActivity(short, seg.ActivationTargets, activities.ActivationTargetsInput{
+		TenantID: in.TenantID, SegmentID: in.SegmentID, RunID: runID,
+	}).Get(ctx, &targets); err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range targets.ConnectorIDs {
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID:        ID("activation-sync", in.TenantID, id, runID),
+			ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
+			TypedSearchAttributes: temporal.NewSearchAttributes(
+				temporal.NewSearchAttributeKeyInt64(SearchAttrTenant).ValueSet(in.TenantID),
+				temporal.NewSearchAttributeKeyInt64(SearchAttrSegment).ValueSet(in.SegmentID),
+				temporal.NewSearchAttributeKeyInt64(SearchAttrConnector).ValueSet(id),
+			),
+		})
+		f := workflow.ExecuteChildWorkflow(cctx, ActivationSyncWorkflow, ActivationSyncInput{
+			TenantID: in.TenantID, SegmentID: in.SegmentID, ConnectorID: id, RunID: runID,
+		})
+		if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+			errs = append(errs, fmt.Errorf("start sync of connector %d: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// failureMessage is the error text users see in last_error: the application error's message
+// without Temporal's wrapping.
+func failureMessage(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &timeout) {
+		return "the compute timed out: " + timeout.Error()
+	}
+	return err.Error()
+}
+
+// SegmentExportID is the export workflow's ID.
+func SegmentExportID(tenantID, exportID int64) string {
+	return ID(KindSegmentExport, tenantID, exportID)
+}
+
+// SegmentExportInput names the export.
+type SegmentExportInput struct {
+	TenantID int64
+	ExportID int64
+}
+
+// SegmentExport writes a segment's members to a file in the blob store.
+func SegmentExport(ctx workflow.Context, in SegmentExportInput) (activities.ExportResult, error) {
+	var res activities.ExportResult
+	long := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Hour,
+		HeartbeatTimeout:    time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, MaximumAttempts: 3},
+	})
+	err := workflow.ExecuteActivity(long, seg.WriteExport, activities.ExportInput{TenantID: in.TenantID, ExportID: in.ExportID}).Get(ctx, &res)
+	if err != nil {
+		short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: 30 * time.Second,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 10},
+		})
+		_ = workflow.ExecuteActivity(short, seg.FailExport, activities.FailExportInput{
+			TenantID: in.TenantID, ExportID: in.ExportID, Message: failureMessage(err),
+		}).Get(ctx, nil)
+		return res, err
+	}
+	return res, nil
+}
+
+// SegmentDraftID is the drafting workflow's ID.
+func SegmentDraftID(tenantID, segmentID int64) string {
+	return ID(KindSegmentDraft, tenantID, segmentID)
+}
+
+// SegmentDraftInput names the ai segment.
+type SegmentDraftInput struct {
+	TenantID  int64
+	SegmentID int64
+}
+
+// DraftAttempts is how many times the LLM is asked before invalid output is reported.
+const DraftAttempts = 3
+
+// SegmentDraft asks the AI provider for a definition of the segment's description, feeding each
+// validation error back, and saves the first valid one as a new draft version. Invalid output is
+// never saved.
+func SegmentDraft(ctx workflow.Context, in SegmentDraftInput) (*segment.Segment, error) {
+	llm := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 4},
+	})
+	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 10},
+	})
+	prev := ""
+	for attempt := 1; attempt <= DraftAttempts; attempt++ {
+		var res activities.DraftResult
+		if err := workflow.ExecuteActivity(llm, seg.DraftDefinition, activities.DraftInput{
+			TenantID: in.TenantID, SegmentID: in.SegmentID, PreviousError: prev,
+		}).Get(ctx, &res); err != nil {
+			return nil, err
+		}
+		if res.Invalid == "" {
+			var out segment.Segment
+			if err := workflow.ExecuteActivity(short, seg.SaveDraft, activities.SaveDraftInput{
+				TenantID: in.TenantID, SegmentID: in.SegmentID, Definition: res.Definition,
+			}).Get(ctx, &out); err != nil {
+				return nil, err
+			}
+			return &out, nil
+		}
+		prev = res.Invalid
+	}
+	return nil, temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("the AI provider gave no valid definition in %d attempts; last problem: %s", DraftAttempts, prev),
+		activities.ErrTypeInvalidLLMOutput, nil)
+}

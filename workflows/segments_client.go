@@ -1,0 +1,130 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/segment"
+)
+
+// SegmentJobs starts the segment workflows from the API (client side; no workflow code here).
+type SegmentJobs struct {
+	Client    client.Client
+	TaskQueue string
+}
+
+func (j *SegmentJobs) options(id string, tenantID, segmentID int64) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                j.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		TypedSearchAttributes:    SegmentSearchAttributes(tenantID, segmentID),
+	}
+}
+
+// Compute starts the segment's compute, or joins the one running. It returns the workflow id.
+func (j *SegmentJobs) Compute(ctx context.Context, tenantID, segmentID int64) (string, error) {
+	id := SegmentComputeID(tenantID, segmentID)
+	_, err := j.Client.ExecuteWorkflow(ctx, j.options(id, tenantID, segmentID), SegmentCompute, SegmentComputeInput{TenantID: tenantID, SegmentID: segmentID})
+	if err != nil {
+		return id, unavailable("start segment compute", err)
+	}
+	return id, nil
+}
+
+// Recompute makes sure a compute with the newest definition runs: it starts one, or signals the
+// running one to run again when it ends.
+func (j *SegmentJobs) Recompute(ctx context.Context, tenantID, segmentID int64) (string, error) {
+	id := SegmentComputeID(tenantID, segmentID)
+	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalRecompute, nil, j.options(id, tenantID, segmentID),
+		SegmentCompute, SegmentComputeInput{TenantID: tenantID, SegmentID: segmentID})
+	if err != nil {
+		return id, unavailable("start segment recompute", err)
+	}
+	return id, nil
+}
+
+// Export starts the export workflow.
+func (j *SegmentJobs) Export(ctx context.Context, tenantID, segmentID, exportID int64) error {
+	id := SegmentExportID(tenantID, exportID)
+	_, err := j.Client.ExecuteWorkflow(ctx, j.options(id, tenantID, segmentID), SegmentExport, SegmentExportInput{TenantID: tenantID, ExportID: exportID})
+	return unavailable("start segment export", err)
+}
+
+// DraftTimeout bounds how long POST /draft/ waits for the AI provider.
+const DraftTimeout = 90 * time.Second
+
+// Draft runs the drafting workflow and waits for it.
+func (j *SegmentJobs) Draft(ctx context.Context, tenantID, segmentID int64) (*segment.Segment, error) {
+	ctx, cancel := context.WithTimeout(ctx, DraftTimeout)
+	defer cancel()
+	id := SegmentDraftID(tenantID, segmentID)
+	run, err := j.Client.ExecuteWorkflow(ctx, j.options(id, tenantID, segmentID), SegmentDraft, SegmentDraftInput{TenantID: tenantID, SegmentID: segmentID})
+	if err != nil {
+		return nil, unavailable("start segment draft", err)
+	}
+	var out segment.Segment
+	if err := run.Get(ctx, &out); err != nil {
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) {
+			switch app.Type() {
+			case "InvalidLLMOutput":
+				return nil, errs.Coded(errs.ErrUnavailable, "ai_output_invalid", "%s", app.Message())
+			case "SegmentInvalid", "SegmentNotFound":
+				return nil, errs.Coded(errs.ErrInvalid, "not_draftable", "%s", app.Message())
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, errs.Coded(errs.ErrUnavailable, "ai_timeout", "the AI provider did not answer within %s; the draft continues in workflow %s", DraftTimeout, id)
+		}
+		return nil, errs.Coded(errs.ErrUnavailable, "ai_unavailable", "drafting failed: %s", err.Error())
+	}
+	return &out, nil
+}
+
+// SetRefresh creates, replaces or (every 0) deletes the segment's refresh schedule. Scheduled
+// runs get workflow ids "segment-compute:<tenant>:<segment>-<time>" and skip a tick while one
+// still runs; computes of a segment never overlap in the database either (an advisory lock).
+func (j *SegmentJobs) SetRefresh(ctx context.Context, tenantID, segmentID int64, every time.Duration) error {
+	sc := j.Client.ScheduleClient()
+	id := ID(KindSegmentRefresh, tenantID, segmentID)
+	if err := sc.GetHandle(ctx, id).Delete(ctx); err != nil {
+		var nf *serviceerror.NotFound
+		if !errors.As(err, &nf) {
+			return unavailable("replace refresh schedule", err)
+		}
+	}
+	if every <= 0 {
+		return nil
+	}
+	_, err := sc.Create(ctx, client.ScheduleOptions{
+		ID:      id,
+		Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}},
+		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
+		Action: &client.ScheduleWorkflowAction{
+			ID:                    SegmentComputeID(tenantID, segmentID),
+			Workflow:              SegmentCompute,
+			Args:                  []any{SegmentComputeInput{TenantID: tenantID, SegmentID: segmentID}},
+			TaskQueue:             j.TaskQueue,
+			TypedSearchAttributes: SegmentSearchAttributes(tenantID, segmentID),
+		},
+		TypedSearchAttributes: SegmentSearchAttributes(tenantID, segmentID),
+	})
+	return unavailable("create refresh schedule", err)
+}
+
+func unavailable(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w: %w", what, errs.ErrUnavailable, err)
+}
