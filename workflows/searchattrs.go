@@ -9,6 +9,8 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/cohort-dev/cohort/workflows/searchattr"
 )
 
 // Custom search attributes every Cohort workflow sets, so operators can find a tenant's, a
@@ -19,19 +21,13 @@ import (
 //
 // (and the same for CohortSegment, CohortConnector), see deploy/runbooks/temporal-setup.md.
 const (
-	SearchAttrTenant    = "CohortTenant"
-	SearchAttrSegment   = "CohortSegment"
-	SearchAttrConnector = "CohortConnector"
+	SearchAttrTenant    = searchattr.Tenant
+	SearchAttrSegment   = searchattr.Segment
+	SearchAttrConnector = searchattr.Connector
 )
 
 // SearchAttributeTypes lists the custom search attributes and their types.
-func SearchAttributeTypes() map[string]enumspb.IndexedValueType {
-	return map[string]enumspb.IndexedValueType{
-		SearchAttrTenant:    enumspb.INDEXED_VALUE_TYPE_INT,
-		SearchAttrSegment:   enumspb.INDEXED_VALUE_TYPE_INT,
-		SearchAttrConnector: enumspb.INDEXED_VALUE_TYPE_INT,
-	}
-}
+func SearchAttributeTypes() map[string]enumspb.IndexedValueType { return searchattr.Types() }
 
 // TenantSearchAttributes are the typed search attributes of a tenant-scoped workflow.
 func TenantSearchAttributes(tenantID int64) temporal.SearchAttributes {

@@ -416,10 +416,14 @@ func (s *Service) Members(ctx context.Context, tenantID, segmentID int64, limit 
 	}
 	if len(page.Results) > limit {
 		page.Results = page.Results[:limit]
-		c := base64.RawURLEncoding.EncodeToString([]byte("u:" + page.Results[limit-1].UserID))
+		c := encodeCursor(page.Results[limit-1].UserID)
 		page.NextCursor = &c
 	}
 	return page, nil
+}
+
+func encodeCursor(userID string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("u:" + userID))
 }
 
 // Membership lists the tenant's segments the user is a member of, in id order.

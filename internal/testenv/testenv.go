@@ -32,7 +32,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/devstack/temporalsrv"
 	"github.com/cohort-dev/cohort/internal/store"
 	"github.com/cohort-dev/cohort/schema"
-	"github.com/cohort-dev/cohort/workflows"
+	"github.com/cohort-dev/cohort/workflows/searchattr"
 )
 
 type harness struct {
@@ -168,7 +168,7 @@ func Temporal(tb testing.TB) client.Client {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		h.ts, h.tsErr = temporalsrv.Start(ctx, temporalsrv.Options{
-			SearchAttributes: workflows.SearchAttributeTypes(),
+			SearchAttributes: searchattr.Types(),
 			Logger:           slog.New(slog.DiscardHandler),
 		})
 	})
