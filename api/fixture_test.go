@@ -68,7 +68,7 @@ type fixture struct {
 	A, B      tenantCreds
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{db: testenv.OpenDB(t), blobClock: &testClock{}}
 	master := make([]byte, 32)
@@ -99,7 +99,7 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-func (f *fixture) createTenant(t *testing.T, slug string) tenantCreds {
+func (f *fixture) createTenant(t testing.TB, slug string) tenantCreds {
 	t.Helper()
 	c, err := f.tenants.Create(context.Background(), slug, strings.ToUpper(slug))
 	if err != nil {
@@ -113,7 +113,7 @@ func (f *fixture) createTenant(t *testing.T, slug string) tenantCreds {
 		IdentitySecret: c.IdentitySecret, Bearer: tok}
 }
 
-func keyID(t *testing.T, plain string) string {
+func keyID(t testing.TB, plain string) string {
 	t.Helper()
 	_, id, ok := auth.ParseKey(plain)
 	if !ok {
@@ -131,7 +131,7 @@ func (f *fixture) authenticator(now func() time.Time, cacheTTL time.Duration) *a
 }
 
 // newServer builds the real API with a fresh Authenticator; opts adjust the Deps.
-func (f *fixture) newServer(t *testing.T, opts ...func(*Deps)) *Server {
+func (f *fixture) newServer(t testing.TB, opts ...func(*Deps)) *Server {
 	t.Helper()
 	d := Deps{Auth: f.authenticator(nil, 0), LocalBlob: f.blob}
 	for _, o := range opts {
@@ -141,7 +141,7 @@ func (f *fixture) newServer(t *testing.T, opts ...func(*Deps)) *Server {
 }
 
 // serve starts s behind httptest; register probe routes before calling it.
-func serve(t *testing.T, s *Server) *httptest.Server {
+func serve(t testing.TB, s *Server) *httptest.Server {
 	t.Helper()
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
@@ -149,7 +149,7 @@ func serve(t *testing.T, s *Server) *httptest.Server {
 }
 
 // handshake runs the real POST /api/auth/session/ and returns the session token.
-func (f *fixture) handshake(t *testing.T, ts *httptest.Server, pk, body string) string {
+func (f *fixture) handshake(t testing.TB, ts *httptest.Server, pk, body string) string {
 	t.Helper()
 	r := send(t, ts, http.MethodPost, "/api/auth/session/", hdr("Authorization", "ApiKey "+pk), strings.NewReader(body))
 	if r.Status != http.StatusCreated {
@@ -177,7 +177,7 @@ func hdr(kv ...string) http.Header {
 }
 
 // send makes one request; target is a path with an optional query, sent as is (no cleaning).
-func send(t *testing.T, ts *httptest.Server, method, target string, h http.Header, body io.Reader) result {
+func send(t testing.TB, ts *httptest.Server, method, target string, h http.Header, body io.Reader) result {
 	t.Helper()
 	req, err := http.NewRequest(method, ts.URL+target, body)
 	if err != nil {
@@ -189,7 +189,7 @@ func send(t *testing.T, ts *httptest.Server, method, target string, h http.Heade
 	return sendReq(t, ts, req)
 }
 
-func sendReq(t *testing.T, ts *httptest.Server, req *http.Request) result {
+func sendReq(t testing.TB, ts *httptest.Server, req *http.Request) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(req.Context(), 10*time.Second)
 	defer cancel()

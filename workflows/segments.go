@@ -20,8 +20,9 @@ const (
 	KindSegmentExport  = "segment-export"
 	KindSegmentDraft   = "segment-draft"
 
-	// SignalRecompute asks a running compute to run once more when it ends (the definition
-	// changed while it ran).
+	// SignalCompute asks for a compute (POST /compute/); SignalRecompute says the definition
+	// changed (PATCH). See SegmentCompute.
+	SignalCompute   = "compute"
 	SignalRecompute = "recompute"
 )
 
@@ -65,11 +66,38 @@ const ActivationSyncWorkflow = "ActivationSync"
 var seg *activities.Segments
 
 // SegmentCompute runs a segment's query, loads membership as a diff, updates the segment, bumps
-// the membership cache and fans out to the segment's active activation connectors. A recompute
-// signal received while it runs makes it run again with the newest definition.
+// the membership cache and fans out to the segment's active activation connectors.
+//
+// Requests arrive as signals (SignalWithStart, so the first one starts the workflow):
+// SignalCompute joins a run that has not finished loading membership yet and asks for one more
+// run once it has (the caller wants data at least as new as the request); SignalRecompute (the
+// definition changed) asks for one more run unless the current one has not read the definition
+// yet. So concurrent requests never run the query twice for nothing, and the segment never stays
+// "queued" after the workflow ends.
 func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComputeResult, error) {
 	var out SegmentComputeResult
-	recompute := workflow.GetSignalChannel(ctx, SignalRecompute)
+	const (
+		phaseStarting  = iota // BeginCompute has not read the version yet
+		phaseComputing        // the query and the load run
+		phaseLoaded           // membership is loaded
+	)
+	phase, rerun := phaseStarting, false
+	computeCh := workflow.GetSignalChannel(ctx, SignalCompute)
+	recomputeCh := workflow.GetSignalChannel(ctx, SignalRecompute)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			sel := workflow.NewSelector(gctx)
+			sel.AddReceive(computeCh, func(c workflow.ReceiveChannel, _ bool) {
+				c.Receive(gctx, nil)
+				rerun = rerun || phase == phaseLoaded
+			})
+			sel.AddReceive(recomputeCh, func(c workflow.ReceiveChannel, _ bool) {
+				c.Receive(gctx, nil)
+				rerun = rerun || phase != phaseStarting
+			})
+			sel.Select(gctx)
+		}
+	})
 	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 10},
@@ -80,23 +108,23 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
 	})
 	for {
-		// Signals so far are served by this run (it reads the newest definition).
-		for recompute.ReceiveAsync(nil) {
-		}
+		phase, rerun = phaseStarting, false
 		info := workflow.GetInfo(ctx)
 		var begun activities.BeginComputeResult
 		err := workflow.ExecuteActivity(short, seg.BeginCompute, activities.BeginComputeInput{
 			TenantID: in.TenantID, SegmentID: in.SegmentID, WorkflowID: info.WorkflowExecution.ID,
 		}).Get(ctx, &begun)
 		if err == nil {
+			phase = phaseComputing
 			err = workflow.ExecuteActivity(long, seg.Materialize, activities.MaterializeInput{TenantID: in.TenantID, RunID: begun.RunID}).Get(ctx, &out.Last)
 		}
+		phase = phaseLoaded
 		if err != nil {
 			msg := failureMessage(err)
 			_ = workflow.ExecuteActivity(short, seg.FailCompute, activities.FailComputeInput{
 				TenantID: in.TenantID, SegmentID: in.SegmentID, RunID: begun.RunID, Message: msg,
 			}).Get(ctx, nil)
-			if !recompute.ReceiveAsync(nil) {
+			if !rerun {
 				return out, err
 			}
 			continue
@@ -105,7 +133,7 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 		if err := fanOut(ctx, short, in, out.Last.RunID); err != nil {
 			workflow.GetLogger(ctx).Warn("activation fan-out failed", "error", err)
 		}
-		if !recompute.ReceiveAsync(nil) {
+		if !rerun {
 			return out, nil
 		}
 	}

@@ -31,10 +31,12 @@ func (j *SegmentJobs) options(id string, tenantID, segmentID int64) client.Start
 	}
 }
 
-// Compute starts the segment's compute, or joins the one running. It returns the workflow id.
+// Compute starts the segment's compute, or joins the one running (see SegmentCompute). It
+// returns the workflow id.
 func (j *SegmentJobs) Compute(ctx context.Context, tenantID, segmentID int64) (string, error) {
 	id := SegmentComputeID(tenantID, segmentID)
-	_, err := j.Client.ExecuteWorkflow(ctx, j.options(id, tenantID, segmentID), SegmentCompute, SegmentComputeInput{TenantID: tenantID, SegmentID: segmentID})
+	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalCompute, nil, j.options(id, tenantID, segmentID),
+		SegmentCompute, SegmentComputeInput{TenantID: tenantID, SegmentID: segmentID})
 	if err != nil {
 		return id, unavailable("start segment compute", err)
 	}

@@ -28,6 +28,14 @@ type segmentRecord struct {
 func (s *devStack) waitSegment(t *testing.T, bearer string, id int64, version int) segmentRecord {
 	t.Helper()
 	var seg segmentRecord
+	defer func() {
+		if t.Failed() {
+			t.Logf("segment %d last seen: %+v (error %v)", id, seg, seg.LastError)
+			for _, q := range []string{"SELECT count(*) FROM segment_runs", "SELECT count(*) FROM segment_runs WHERE status = 'running'"} {
+				t.Logf("%s: %d", q, countRows(t, s.dbURL, q))
+			}
+		}
+	}()
 	eventually(t, fmt.Sprintf("segment %d computed at version %d", id, version), func() bool {
 		seg = segmentRecord{}
 		s.do(t, http.MethodGet, fmt.Sprintf("/api/segments/%d/", id), bearer, nil, nil, &seg)

@@ -54,6 +54,12 @@ func (s *Sink) Apply(ctx context.Context, events []warehouse.Event) (int, error)
 		if err := s.upsertProfiles(ctx, tx, fresh); err != nil {
 			return err
 		}
+		if _, embedded := s.wh.(*whpg.Writer); embedded {
+			// Segment rollups; BigQuery computes segments from its raw events.
+			if err := s.updateUserStats(ctx, tx, fresh); err != nil {
+				return err
+			}
+		}
 		return s.updateRollups(ctx, tx, fresh)
 	})
 	return n, err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -66,8 +67,16 @@ func benchWarehouse(b *testing.B) (*store.DB, int64) {
 				SELECT $1, user_id, jsonb_build_object('plan', CASE WHEN hashtext(user_id) % 3 = 0 THEN 'pro' ELSE 'free' END), '{}', min(occurred_at), max(occurred_at)
 				FROM warehouse.events WHERE tenant_id = $1 GROUP BY user_id`, tenant)
 		}
-		if err == nil {
-			_, err = db.Pool.Exec(ctx, `VACUUM ANALYZE warehouse.events; VACUUM ANALYZE profiles`)
+		for _, sql := range []string{`SELECT warehouse.rebuild_user_stats($1)`, `VACUUM ANALYZE warehouse.events`, `VACUUM ANALYZE profiles`,
+			`VACUUM ANALYZE warehouse.user_event_stats`, `VACUUM ANALYZE warehouse.user_property_stats`} {
+			if err != nil {
+				break
+			}
+			if strings.Contains(sql, "$1") {
+				_, err = db.Pool.Exec(ctx, sql, tenant)
+			} else {
+				_, err = db.Pool.Exec(ctx, sql)
+			}
 		}
 		if err != nil {
 			benchData.err = err

@@ -102,7 +102,20 @@ func Compile(def *Definition, d Dialect, o CompileOptions) (*Query, error) {
 	if c.needUniverse || !hasAggs {
 		row = "u"
 	}
+	c.sourceIndex, c.required, c.nodeSource = map[string]int{}, map[string]bool{}, map[*Node]string{}
 	where := c.expr(&root, row)
+	if d == Postgres && !c.needUniverse && !root.Negate && root.Logic == "AND" {
+		// A direct condition of a top-level AND that no user without rows matches needs its
+		// source's row: those sources are inner-joined.
+		for i := range root.Conditions {
+			n := &root.Conditions[i]
+			if !n.IsGroup() && !n.Negate && !evalEmpty(n) {
+				if alias := c.sourceOf(n); alias != "" {
+					c.required[alias] = true
+				}
+			}
+		}
+	}
 	q := &Query{Dialect: d}
 	if d == Postgres {
 		q.SQL = c.postgresSQL(where)
@@ -135,6 +148,20 @@ type compiler struct {
 	lower        time.Time
 	segParams    map[string]int64
 	boundCache   map[string]string
+	// Postgres: per-user rollup sources (warehouse.user_event_stats, user_property_stats) for
+	// conditions without a window, and which of them every match must appear in.
+	sources     []source
+	sourceIndex map[string]int
+	required    map[string]bool
+	rawTypeList []string
+	nodeSource  map[*Node]string
+}
+
+// source is a per-user row set joined on user_id: a rollup (s0, s1, ...) or the raw-event
+// aggregates (a).
+type source struct {
+	alias string
+	sql   string
 }
 
 // bind adds a parameter and returns its placeholder. Identical values share one parameter.
@@ -215,6 +242,9 @@ func (c *compiler) noteLower(t time.Time) {
 // aggregate registers a per-user aggregate of events of type et under filter and returns its
 // alias. fn is the aggregate function, arg its argument ("*" for COUNT(*)).
 func (c *compiler) aggregate(fn, arg, et, filter string) string {
+	if !contains(c.rawTypeList, et) {
+		c.rawTypeList = append(c.rawTypeList, et)
+	}
 	cond := "e.event_type = " + c.typed(c.bind(et), "text")
 	if filter != "" {
 		cond += " AND " + filter
@@ -331,6 +361,18 @@ func (c *compiler) expr(n *Node, row string) string {
 }
 
 func (c *compiler) leaf(n *Node, row string) string {
+	if c.d == Postgres {
+		// Every raw-event aggregate lives in source a; rollups in their own sources.
+		row = "a"
+		if expr, src, ok := c.rollupLeaf(n); ok {
+			c.nodeSource[n] = src
+			return expr
+		}
+		switch n.Type {
+		case TypeMonetary, TypeFrequency, TypeEventProperty:
+			c.nodeSource[n] = "a"
+		}
+	}
 	col := func(alias string) string { return row + "." + alias }
 	switch n.Type {
 	case TypeMonetary:
@@ -401,8 +443,10 @@ func (c *compiler) leaf(n *Node, row string) string {
 		return c.predicate(col(alias), n.Operator, n.Value)
 	case TypeInSegment:
 		if c.d == Postgres {
-			return fmt.Sprintf("EXISTS (SELECT 1 FROM segment_members m WHERE m.tenant_id = %s AND m.segment_id = %s AND m.user_id = %s.user_id)",
-				c.tenant, c.typed(c.bind(n.SegmentID), "bigint"), row)
+			// The user column stays outside the subquery: an unqualified user_id inside it would
+			// be m.user_id.
+			return fmt.Sprintf("%s IN (SELECT m.user_id FROM segment_members m WHERE m.tenant_id = %s AND m.segment_id = %s)",
+				userColumn, c.tenant, c.typed(c.bind(n.SegmentID), "bigint"))
 		}
 		name := "seg" + strconv.FormatInt(n.SegmentID, 10)
 		if c.segParams == nil {
@@ -426,27 +470,143 @@ func (c *compiler) aggSelect(bq bool) string {
 	return strings.Join(parts, ",\n    ")
 }
 
+// userColumn stands for the row's user id in a Postgres WHERE clause until the FROM clause is
+// known (u.user_id over the universe, the join's user_id otherwise).
+const userColumn = "\x00user\x00"
+
+// rollupLeaf compiles the Postgres conditions the per-user rollups answer: monetary and frequency
+// without a window, and every recency condition (it needs only the latest occurred_at).
+func (c *compiler) rollupLeaf(n *Node) (string, string, bool) {
+	windowed := n.WindowDays != nil || len(n.BetweenDays) == 2
+	switch {
+	case n.Type == TypeRecency:
+		s := c.eventStats(n.EventType)
+		a := s + ".last_at"
+		days := *n.WindowDays
+		ph := c.typed(c.bind(c.now.Add(-time.Duration(days)*day)), "timestamptz")
+		ph1 := func() string { return c.typed(c.bind(c.now.Add(-time.Duration(days+1)*day)), "timestamptz") }
+		switch n.Operator {
+		case "gt":
+			return a + " < " + ph, s, true
+		case "gte":
+			return a + " <= " + ph, s, true
+		case "lt":
+			return a + " > " + ph, s, true
+		case "lte":
+			return a + " >= " + ph, s, true
+		case "eq":
+			return fmt.Sprintf("(%s <= %s AND %s > %s)", a, ph, a, ph1()), s, true
+		default: // neq
+			return fmt.Sprintf("(%s > %s OR %s <= %s)", a, ph, a, ph1()), s, true
+		}
+	case n.Type == TypeFrequency && !windowed:
+		s := c.eventStats(n.EventType)
+		return fmt.Sprintf("COALESCE(%s.events, 0) %s %s", s, sqlOp[n.Operator], c.typed(c.bind(int64(n.Value.Num)), "bigint")), s, true
+	case n.Type == TypeMonetary && !windowed:
+		s := c.propertyStats(n.EventType, n.Property)
+		var a string
+		switch n.Metric {
+		case "sum":
+			a = "COALESCE(" + s + ".total, 0)"
+		case "count":
+			a = "COALESCE(" + s + ".n, 0)"
+		case "avg":
+			a = s + ".total / NULLIF(" + s + ".n, 0)"
+		default:
+			a = s + "." + n.Metric
+		}
+		return fmt.Sprintf("%s %s %s", a, sqlOp[n.Operator], c.typed(c.bind(n.Value.Num), "numeric")), s, true
+	}
+	return "", "", false
+}
+
+func (c *compiler) addSource(key, sql string) string {
+	if i, ok := c.sourceIndex[key]; ok {
+		return c.sources[i].alias
+	}
+	alias := "s" + strconv.Itoa(len(c.sources))
+	if key == "raw" {
+		alias = "a"
+	}
+	c.sourceIndex[key] = len(c.sources)
+	c.sources = append(c.sources, source{alias: alias, sql: sql})
+	return alias
+}
+
+func (c *compiler) eventStats(eventType string) string {
+	et := c.typed(c.bind(eventType), "text")
+	return c.addSource("events|"+et, fmt.Sprintf("SELECT user_id, events, last_at FROM warehouse.user_event_stats WHERE tenant_id = %s AND event_type = %s", c.tenant, et))
+}
+
+func (c *compiler) propertyStats(eventType, property string) string {
+	et, p := c.typed(c.bind(eventType), "text"), c.typed(c.bind(property), "text")
+	return c.addSource("props|"+et+"|"+p, fmt.Sprintf("SELECT user_id, n, total, min, max FROM warehouse.user_property_stats WHERE tenant_id = %s AND event_type = %s AND property = %s", c.tenant, et, p))
+}
+
+// sourceOf is the single source a compiled condition reads ("" for traits and in_segment).
+func (c *compiler) sourceOf(n *Node) string { return c.nodeSource[n] }
+
 func (c *compiler) postgresSQL(where string) string {
 	var b strings.Builder
-	if len(c.aggs) == 0 {
-		fmt.Fprintf(&b, "SELECT u.user_id\nFROM profiles u\nWHERE u.tenant_id = %s\n  AND %s", c.tenant, where)
-		return b.String()
-	}
-	fmt.Fprintf(&b, "WITH a AS (\n  SELECT e.user_id,\n    %s\n  FROM warehouse.events e\n  WHERE e.tenant_id = %s\n    AND e.event_type = ANY(%s)", c.aggSelect(false), c.tenant, c.typed(c.bind(c.types), "text[]"))
-	if c.boundedAll && !c.lower.IsZero() {
-		fmt.Fprintf(&b, "\n    AND e.occurred_at >= %s", c.typed(c.bind(c.lower), "timestamptz"))
-	}
-	b.WriteString("\n  GROUP BY e.user_id\n)\n")
-	if c.needUniverse {
-		cols := make([]string, len(c.aggs))
-		for i, a := range c.aggs {
-			cols[i] = "a." + a.alias
+	if len(c.aggs) > 0 {
+		var raw strings.Builder
+		fmt.Fprintf(&raw, "SELECT e.user_id,\n    %s\n  FROM warehouse.events e\n  WHERE e.tenant_id = %s\n    AND e.event_type = ANY(%s)", c.aggSelect(false), c.tenant, c.typed(c.bind(c.rawTypes()), "text[]"))
+		if c.boundedAll && !c.lower.IsZero() {
+			fmt.Fprintf(&raw, "\n    AND e.occurred_at >= %s", c.typed(c.bind(c.lower), "timestamptz"))
 		}
-		fmt.Fprintf(&b, "SELECT u.user_id\nFROM (SELECT p.user_id, p.traits, %s\n      FROM profiles p LEFT JOIN a ON a.user_id = p.user_id\n      WHERE p.tenant_id = %s) u\nWHERE %s", strings.Join(cols, ", "), c.tenant, where)
-		return b.String()
+		raw.WriteString("\n  GROUP BY e.user_id")
+		c.addSource("raw", raw.String())
 	}
-	fmt.Fprintf(&b, "SELECT a.user_id\nFROM a\nWHERE %s", where)
-	return b.String()
+	if len(c.sources) > 0 {
+		b.WriteString("WITH ")
+		for i, src := range c.sources {
+			if i > 0 {
+				b.WriteString(",\n")
+			}
+			fmt.Fprintf(&b, "%s AS (\n  %s\n)", src.alias, src.sql)
+		}
+		b.WriteString("\n")
+	}
+	user := "user_id"
+	switch {
+	case c.needUniverse || len(c.sources) == 0:
+		user = "u.user_id"
+		fmt.Fprintf(&b, "SELECT u.user_id\nFROM profiles u")
+		for _, src := range c.sources {
+			fmt.Fprintf(&b, "\n  LEFT JOIN %s ON %s.user_id = u.user_id", src.alias, src.alias)
+		}
+		fmt.Fprintf(&b, "\nWHERE u.tenant_id = %s\n  AND %s", c.tenant, where)
+	default:
+		// Required sources first, inner-joined; the others left-joined to them, or, with none
+		// required, all full-joined (a match may come from any of them).
+		var req, opt []string
+		for _, src := range c.sources {
+			if c.required[src.alias] {
+				req = append(req, src.alias)
+			} else {
+				opt = append(opt, src.alias)
+			}
+		}
+		join := " LEFT JOIN "
+		if len(req) == 0 {
+			join = " FULL JOIN "
+			req, opt = opt[:1], opt[1:]
+		}
+		fmt.Fprintf(&b, "SELECT user_id\nFROM %s", req[0])
+		for _, a := range req[1:] {
+			fmt.Fprintf(&b, "\n  JOIN %s USING (user_id)", a)
+		}
+		for _, a := range opt {
+			fmt.Fprintf(&b, "\n %s%s USING (user_id)", join, a)
+		}
+		fmt.Fprintf(&b, "\nWHERE %s", where)
+	}
+	return strings.ReplaceAll(b.String(), userColumn, user)
+}
+
+// rawTypes are the event types the raw-event aggregates read.
+func (c *compiler) rawTypes() []string {
+	return c.rawTypeList
 }
 
 func (c *compiler) bigquerySQL(where string) string {

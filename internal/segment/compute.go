@@ -128,6 +128,16 @@ func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(4242, $1::int)`, int32(run.SegmentID)); err != nil {
 		return RunResult{}, fmt.Errorf("lock segment: %w", err)
 	}
+	// Another attempt of this run may have finished while this one waited for the lock: its
+	// result stands (computing again would record an empty diff over it).
+	var status string
+	var matched, entered, exited *int64
+	if err := tx.QueryRow(ctx, `SELECT status, matched, entered, exited FROM segment_runs WHERE id = $1`, run.ID).Scan(&status, &matched, &entered, &exited); err != nil {
+		return RunResult{}, fmt.Errorf("load run %d: %w", runID, err)
+	}
+	if status == "ready" {
+		return RunResult{RunID: run.ID, Version: run.Version, Matched: deref(matched), Entered: deref(entered), Exited: deref(exited)}, nil
+	}
 	if _, err := tx.Exec(ctx, `SET LOCAL work_mem = '256MB'; SET LOCAL jit = off; SET LOCAL statement_timeout = '30min';
 		CREATE TEMP TABLE seg_new (user_id TEXT NOT NULL, score DOUBLE PRECISION) ON COMMIT DROP`); err != nil {
 		return RunResult{}, fmt.Errorf("prepare compute: %w", err)

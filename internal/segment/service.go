@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -248,7 +249,7 @@ func (s *Service) Update(ctx context.Context, tenantID, id int64, in UpdateInput
 			if err != nil {
 				return err
 			}
-			if string(canonical) != string(seg.Definition) {
+			if !sameJSON(canonical, seg.Definition) {
 				res.DefinitionChanged = true
 				next := seg.Version + 1
 				updates["definition"] = string(canonical)
@@ -275,6 +276,17 @@ func (s *Service) Update(ctx context.Context, tenantID, id int64, in UpdateInput
 	return res, err
 }
 
+// sameJSON reports whether two JSON texts hold the same value. A definition read back from its
+// jsonb column has another layout than the canonical JSON it was stored as (Postgres adds spaces
+// and reorders keys), so comparing the bytes would take every resent definition for a new one.
+func sameJSON(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
 // validateFor checks a definition for the segment's type and returns its canonical JSON.
 func (s *Service) validateFor(ctx context.Context, tx *gorm.DB, seg *Segment, raw json.RawMessage) (json.RawMessage, error) {
 	if seg.SegmentType == KindLookalike {
@@ -288,6 +300,15 @@ func (s *Service) validateFor(ctx context.Context, tx *gorm.DB, seg *Segment, ra
 		if _, err := get(ctx, tx, seg.TenantID, ld.SeedSegmentID, false); err != nil {
 			if errors.Is(err, errs.ErrNotFound) {
 				return nil, errs.Invalid("definition.seed_segment_id", fmt.Sprintf("segment %d does not exist", ld.SeedSegmentID))
+			}
+			return nil, err
+		}
+		// The seed must not depend on this segment (an in_segment on it, directly or through other
+		// segments): checkRefs counts a seed as a reference, so the graph stays free of cycles.
+		seedRef := &Definition{Logic: "AND", Conditions: []Node{{Type: TypeInSegment, SegmentID: ld.SeedSegmentID}}}
+		if err := s.checkRefs(ctx, tx, seg, seedRef); err != nil {
+			if errors.Is(err, errs.ErrInvalid) {
+				return nil, errs.Invalid("definition.seed_segment_id", fmt.Sprintf("segment %d refers back to this segment; the references would form a cycle", ld.SeedSegmentID))
 			}
 			return nil, err
 		}

@@ -106,3 +106,45 @@ CREATE TABLE segment_exports (
     expires_at  TIMESTAMPTZ
 );
 CREATE INDEX segment_exports_tenant_idx ON segment_exports (tenant_id, id);
+
+-- Per-user rollups of the embedded warehouse for segment conditions without a time window,
+-- maintained by the loader in the transaction that stores the events (so exact under
+-- redelivery): compute reads one row per user and event type instead of every event.
+CREATE TABLE warehouse.user_event_stats (
+    tenant_id  BIGINT      NOT NULL,
+    event_type TEXT        NOT NULL,
+    user_id    TEXT        NOT NULL,
+    events     BIGINT      NOT NULL,
+    first_at   TIMESTAMPTZ NOT NULL,
+    last_at    TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (tenant_id, event_type, user_id)
+);
+-- Every top-level numeric payload property (as warehouse.jnum reads it) per user and event type.
+CREATE TABLE warehouse.user_property_stats (
+    tenant_id  BIGINT  NOT NULL,
+    event_type TEXT    NOT NULL,
+    property   TEXT    NOT NULL,
+    user_id    TEXT    NOT NULL,
+    n          BIGINT  NOT NULL,
+    total      NUMERIC NOT NULL,
+    min        NUMERIC NOT NULL,
+    max        NUMERIC NOT NULL,
+    PRIMARY KEY (tenant_id, event_type, property, user_id)
+);
+-- Rebuilds a tenant's rollups from its events (the backfill below; also an operator's repair).
+CREATE FUNCTION warehouse.rebuild_user_stats(p_tenant BIGINT) RETURNS VOID LANGUAGE sql AS $$
+    DELETE FROM warehouse.user_event_stats WHERE tenant_id = p_tenant;
+    DELETE FROM warehouse.user_property_stats WHERE tenant_id = p_tenant;
+    INSERT INTO warehouse.user_event_stats (tenant_id, event_type, user_id, events, first_at, last_at)
+    SELECT tenant_id, event_type, user_id, count(*), min(occurred_at), max(occurred_at)
+    FROM warehouse.events WHERE tenant_id = p_tenant GROUP BY tenant_id, event_type, user_id;
+    INSERT INTO warehouse.user_property_stats (tenant_id, event_type, property, user_id, n, total, min, max)
+    SELECT e.tenant_id, e.event_type, kv.key, e.user_id, count(*), sum(warehouse.jnum(kv.value)),
+           min(warehouse.jnum(kv.value)), max(warehouse.jnum(kv.value))
+    FROM warehouse.events e, jsonb_each(e.payload) kv
+    WHERE e.tenant_id = p_tenant AND jsonb_typeof(e.payload) = 'object' AND length(kv.key) <= 128
+      AND warehouse.jnum(kv.value) IS NOT NULL
+    GROUP BY e.tenant_id, e.event_type, kv.key, e.user_id;
+$$;
+-- Events loaded before this migration.
+SELECT warehouse.rebuild_user_stats(id) FROM tenants;
