@@ -107,6 +107,17 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
 	})
+	// pending takes signals delivered in this workflow task that the receiving coroutine has not
+	// run for yet: a request must never be dropped by the workflow ending.
+	pending := func() bool {
+		for computeCh.ReceiveAsync(nil) {
+			rerun = true
+		}
+		for recomputeCh.ReceiveAsync(nil) {
+			rerun = true
+		}
+		return rerun
+	}
 	for {
 		phase, rerun = phaseStarting, false
 		info := workflow.GetInfo(ctx)
@@ -124,7 +135,7 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 			_ = workflow.ExecuteActivity(short, seg.FailCompute, activities.FailComputeInput{
 				TenantID: in.TenantID, SegmentID: in.SegmentID, RunID: begun.RunID, Message: msg,
 			}).Get(ctx, nil)
-			if !rerun {
+			if !pending() {
 				return out, err
 			}
 			continue
@@ -133,7 +144,7 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 		if err := fanOut(ctx, short, in, out.Last.RunID); err != nil {
 			workflow.GetLogger(ctx).Warn("activation fan-out failed", "error", err)
 		}
-		if !rerun {
+		if !pending() {
 			return out, nil
 		}
 	}

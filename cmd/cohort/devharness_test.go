@@ -27,6 +27,7 @@ type devStack struct {
 	token    string
 	webhook  string
 	slug     string
+	temporal string // host:port of the embedded Temporal frontend
 }
 
 // startDev runs cohort dev on free ports against a fresh database and creates one tenant.
@@ -61,7 +62,7 @@ func startDev(t *testing.T) *devStack {
 			t.Error("dev did not stop within 15s")
 		}
 	})
-	s := &devStack{base: "http://" + env["COHORT_HTTP_ADDR"], dbURL: dbURL, dataDir: dataDir, slug: "shop"}
+	s := &devStack{base: "http://" + env["COHORT_HTTP_ADDR"], dbURL: dbURL, dataDir: dataDir, slug: "shop", temporal: "127.0.0.1:" + env["COHORT_DEV_TEMPORAL_PORT"]}
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		resp, err := http.Get(s.base + "/readyz")

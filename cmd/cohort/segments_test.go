@@ -2,15 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 )
 
 type segmentRecord struct {
@@ -289,6 +293,36 @@ func TestSegmentsEndToEnd(t *testing.T) {
 	if got := s.waitSegment(t, bearer, aiSeg.ID, 1); got.ComputedCount != 0 {
 		// buyer2 spent 60 in the last 30 days, nobody more than 100.
 		t.Fatalf("ai segment members %d, want 0", got.ComputedCount)
+	}
+
+	// refresh_every keeps a Temporal Schedule; off deletes it.
+	var refreshed struct {
+		RefreshEvery *string `json:"refresh_every"`
+	}
+	if code := s.do(t, http.MethodPatch, fmt.Sprintf("/api/segments/%d/", seg.ID), bearer, []byte(`{"refresh_every":"1h"}`), nil, &refreshed); code != http.StatusOK || refreshed.RefreshEvery == nil || *refreshed.RefreshEvery != "1h" {
+		t.Fatalf("refresh_every: %d %+v", code, refreshed)
+	}
+	tc, err := client.Dial(client.Options{HostPort: s.temporal, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	sched := tc.ScheduleClient().GetHandle(context.Background(), fmt.Sprintf("segment-refresh:%d:%d", s.tenantID, seg.ID))
+	desc, err := sched.Describe(context.Background())
+	if err != nil {
+		t.Fatalf("refresh schedule: %v", err)
+	}
+	if iv := desc.Schedule.Spec.Intervals; len(iv) != 1 || iv[0].Every != time.Hour {
+		t.Fatalf("refresh schedule spec: %+v", desc.Schedule.Spec)
+	}
+	if code := s.do(t, http.MethodPatch, fmt.Sprintf("/api/segments/%d/", seg.ID), bearer, []byte(`{"refresh_every":"off"}`), nil, &refreshed); code != http.StatusOK || refreshed.RefreshEvery != nil {
+		t.Fatalf("refresh_every off: %d %+v", code, refreshed)
+	}
+	if _, err := sched.Describe(context.Background()); err == nil {
+		t.Fatal("the refresh schedule survived refresh_every off")
+	}
+	if code := s.do(t, http.MethodPatch, fmt.Sprintf("/api/segments/%d/", seg.ID), bearer, []byte(`{"refresh_every":"2m"}`), nil, nil); code != http.StatusBadRequest {
+		t.Fatalf("refresh_every 2m: %d, want 400", code)
 	}
 
 	// Tenant isolation: another tenant sees none of it.

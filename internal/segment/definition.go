@@ -25,13 +25,15 @@ import (
 
 // Limits of the definition language.
 const (
-	MaxDepth       = 5    // nesting of groups, the top level counting as 1
-	MaxConditions  = 50   // leaves in the whole definition
-	MaxNameLen     = 128  // event types, property and trait names
-	MaxStringValue = 1024 // a string value
-	MaxInValues    = 1000 // values of an "in" list
-	MaxWindowDays  = 3650 // ten years
-	MaxDefinition  = 64 << 10
+	MaxDepth       = 5        // nesting of groups, the top level counting as 1
+	MaxConditions  = 50       // leaves in the whole definition
+	MaxNameLen     = 128      // event types, property and trait names
+	MaxStringValue = 1024     // a string value
+	MaxInValues    = 1000     // values of an "in" list
+	MaxWindowDays  = 3650     // ten years
+	MaxDefinition  = 64 << 10 // the canonical JSON (Definition.JSON)
+
+	maxDefinitionInput = 64 * MaxDefinition // the input, however laid out
 )
 
 // Condition types.
@@ -167,14 +169,11 @@ func ParseDefinition(raw []byte) (*Definition, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		return nil, errs.Invalid("definition", "is required")
 	}
-	if len(raw) > MaxDefinition {
-		// The limit is on the definition, not its layout: Postgres gives a stored jsonb definition
-		// back with a space after every comma and colon, and it must still parse.
-		var compact bytes.Buffer
-		if len(raw) > 4*MaxDefinition || json.Compact(&compact, raw) != nil || compact.Len() > MaxDefinition {
-			return nil, errs.Invalid("definition", fmt.Sprintf("is %d bytes; the limit is %d", len(raw), MaxDefinition))
-		}
-		raw = compact.Bytes()
+	// MaxDefinition bounds the canonical JSON, checked below, not the input's layout: Postgres gives
+	// a stored definition back with a space after every comma and colon and its numbers in full
+	// (1e300 as 301 digits), and it must still parse. The input itself is only bounded loosely.
+	if len(raw) > maxDefinitionInput {
+		return nil, errs.Invalid("definition", fmt.Sprintf("is %d bytes; the limit is %d", len(raw), MaxDefinition))
 	}
 	// encoding/json would silently turn invalid UTF-8 into U+FFFD.
 	if !utf8.Valid(raw) {
@@ -189,7 +188,11 @@ func ParseDefinition(raw []byte) (*Definition, error) {
 	if p.leaves > MaxConditions {
 		return nil, errs.Invalid("conditions", fmt.Sprintf("has %d conditions in all; the limit is %d", p.leaves, MaxConditions))
 	}
-	return &Definition{Logic: top.Logic, Conditions: top.Conditions, Negate: top.Negate}, nil
+	def := &Definition{Logic: top.Logic, Conditions: top.Conditions, Negate: top.Negate}
+	if n := len(def.JSON()); n > MaxDefinition {
+		return nil, errs.Invalid("definition", fmt.Sprintf("is %d bytes; the limit is %d", n, MaxDefinition))
+	}
+	return def, nil
 }
 
 // JSON is the definition's canonical JSON.

@@ -1,0 +1,35 @@
+WITH e AS (
+  SELECT * FROM `proj.analytics.events`
+  WHERE tenant_id = @p0
+  QUALIFY ROW_NUMBER() OVER (PARTITION BY event_id ORDER BY received_at) = 1
+),
+u AS (
+  SELECT e.user_id,
+    SUM(IF(e.event_type = @p3 AND e.occurred_at >= @p1, SAFE_CAST(LAX_STRING(e.payload[@p2]) AS BIGNUMERIC), NULL)) AS a0
+  FROM e
+  GROUP BY e.user_id
+)
+SELECT u.user_id
+FROM u
+WHERE (NOT COALESCE(COALESCE(u.a0, 0) > @p4, FALSE))
+-- params:
+-- @p0 = int64(42)
+-- @p1 = time.Time(2026-11-14T12:00:00Z)
+-- @p2 = string("amount")
+-- @p3 = string("order_completed")
+-- @p4 = float64(100)
+-- display:
+WITH e AS (
+  SELECT * FROM `proj.analytics.events`
+  WHERE tenant_id = 42
+  QUALIFY ROW_NUMBER() OVER (PARTITION BY event_id ORDER BY received_at) = 1
+),
+u AS (
+  SELECT e.user_id,
+    SUM(IF(e.event_type = 'order_completed' AND e.occurred_at >= TIMESTAMP '2026-11-14 12:00:00Z', SAFE_CAST(LAX_STRING(e.payload['amount']) AS BIGNUMERIC), NULL)) AS a0
+  FROM e
+  GROUP BY e.user_id
+)
+SELECT u.user_id
+FROM u
+WHERE (NOT COALESCE(COALESCE(u.a0, 0) > 100, FALSE))

@@ -1,0 +1,44 @@
+WITH e AS (
+  SELECT * FROM `proj.analytics.events`
+  WHERE tenant_id = @p0
+    AND event_type IN UNNEST(@p7)
+    AND occurred_at >= @p1
+  QUALIFY ROW_NUMBER() OVER (PARTITION BY event_id ORDER BY received_at) = 1
+),
+a AS (
+  SELECT e.user_id,
+    SUM(IF(e.event_type = @p3 AND e.occurred_at >= @p1, SAFE_CAST(LAX_STRING(e.payload[@p2]) AS BIGNUMERIC), NULL)) AS a0,
+    COUNTIF(e.event_type = @p3 AND e.occurred_at >= @p1) AS a1
+  FROM e
+  GROUP BY e.user_id
+)
+SELECT a.user_id
+FROM a
+WHERE (COALESCE(COALESCE(a.a0, 0) >= @p4, FALSE) AND COALESCE(COALESCE(a.a0, 0) < @p5, FALSE) AND COALESCE(COALESCE(a.a1, 0) >= @p6, FALSE))
+-- params:
+-- @p0 = int64(42)
+-- @p1 = time.Time(2026-10-22T12:00:00Z)
+-- @p2 = string("amount")
+-- @p3 = string("order_completed")
+-- @p4 = float64(100)
+-- @p5 = float64(500)
+-- @p6 = int64(2)
+-- @p7 = []string{"order_completed"}
+-- display:
+WITH e AS (
+  SELECT * FROM `proj.analytics.events`
+  WHERE tenant_id = 42
+    AND event_type IN UNNEST(['order_completed'])
+    AND occurred_at >= TIMESTAMP '2026-10-22 12:00:00Z'
+  QUALIFY ROW_NUMBER() OVER (PARTITION BY event_id ORDER BY received_at) = 1
+),
+a AS (
+  SELECT e.user_id,
+    SUM(IF(e.event_type = 'order_completed' AND e.occurred_at >= TIMESTAMP '2026-10-22 12:00:00Z', SAFE_CAST(LAX_STRING(e.payload['amount']) AS BIGNUMERIC), NULL)) AS a0,
+    COUNTIF(e.event_type = 'order_completed' AND e.occurred_at >= TIMESTAMP '2026-10-22 12:00:00Z') AS a1
+  FROM e
+  GROUP BY e.user_id
+)
+SELECT a.user_id
+FROM a
+WHERE (COALESCE(COALESCE(a.a0, 0) >= 100, FALSE) AND COALESCE(COALESCE(a.a0, 0) < 500, FALSE) AND COALESCE(COALESCE(a.a1, 0) >= 2, FALSE))
