@@ -26,7 +26,8 @@ type MembershipCache struct {
 	pollEvery  time.Duration
 
 	mu      sync.RWMutex
-	live    bool // listening: entries may be served
+	live    bool   // listening: entries may be served
+	gen     uint64 // generation of the last reset of a tenant's entries
 	tenants map[int64]*tenantEntries
 }
 
@@ -52,8 +53,6 @@ func NewMembershipCache(svc *Service, pool *pgxpool.Pool, log *slog.Logger, o Ca
 	}
 	return &MembershipCache{svc: svc, pool: pool, log: log, maxPerTent: o.MaxUsersPerTenant, pollEvery: o.PollEvery, tenants: map[int64]*tenantEntries{}}
 }
-
-var cacheGen uint64
 
 // Lookup returns the user's segment ids and whether they came from memory.
 func (c *MembershipCache) Lookup(ctx context.Context, tenantID int64, userID string) ([]int64, bool, error) {
@@ -81,8 +80,8 @@ func (c *MembershipCache) Lookup(ctx context.Context, tenantID int64, userID str
 	case te == nil && gen == 0:
 		// The tenant's version is learnt by the next poll; until then entries are kept under
 		// version -1, which any real version replaces.
-		cacheGen++
-		c.tenants[tenantID] = &tenantEntries{version: -1, gen: cacheGen, users: map[string][]int64{userID: ids}}
+		c.gen++
+		c.tenants[tenantID] = &tenantEntries{version: -1, gen: c.gen, users: map[string][]int64{userID: ids}}
 	case te != nil && te.gen == gen:
 		// Only when no invalidation happened while we read the database.
 		if len(te.users) >= c.maxPerTent {
@@ -101,15 +100,15 @@ func (c *MembershipCache) invalidate(tenantID, version int64) {
 	if te != nil && te.version == version {
 		return
 	}
-	cacheGen++
-	c.tenants[tenantID] = &tenantEntries{version: version, gen: cacheGen, users: map[string][]int64{}}
+	c.gen++
+	c.tenants[tenantID] = &tenantEntries{version: version, gen: c.gen, users: map[string][]int64{}}
 }
 
 func (c *MembershipCache) setLive(live bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.live = live
-	cacheGen++
+	c.gen++
 	c.tenants = map[int64]*tenantEntries{}
 }
 

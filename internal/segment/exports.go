@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
@@ -68,8 +69,11 @@ func (s *Service) CreateExport(ctx context.Context, tenantID, segmentID int64, i
 	seen := map[string]bool{}
 	for i, t := range in.Traits {
 		switch {
-		case t == "" || len(t) > MaxNameLen:
-			f.Add(fmt.Sprintf("traits[%d]", i), "must be 1 to %d bytes", MaxNameLen)
+		case strings.TrimSpace(t) == "" || len(t) > MaxNameLen:
+			// Blank keys would pass here and fail the export's writer later.
+			f.Add(fmt.Sprintf("traits[%d]", i), "must be 1 to %d bytes, not only spaces", MaxNameLen)
+		case !utf8.ValidString(t):
+			f.Add(fmt.Sprintf("traits[%d]", i), "must be valid UTF-8")
 		case t == "user_id" || t == "computed_at" || t == "score":
 			f.Add(fmt.Sprintf("traits[%d]", i), "collides with a fixed column")
 		case seen[t]:
