@@ -398,6 +398,7 @@ func (s *Service) Members(ctx context.Context, tenantID, segmentID int64, limit 
 	if err != nil {
 		return nil, err
 	}
+	limit = min(max(limit, 1), MaxMembersLimit)
 	after := ""
 	if cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(cursor)

@@ -389,6 +389,11 @@ func (s *Service) Delete(ctx context.Context, tenantID, id int64) error {
 		if _, err := get(ctx, tx, tenantID, id, true); err != nil {
 			return err
 		}
+		if users, err := dependents(ctx, tx, tenantID, id); err != nil {
+			return err
+		} else if len(users) > 0 {
+			return errs.Coded(errs.ErrConflict, "segment_in_use", "segment %d is used by segment(s) %v (in_segment or lookalike seed); change those first", id, users)
+		}
 		if err := tx.Exec("DELETE FROM segment_members WHERE tenant_id = ? AND segment_id = ?", tenantID, id).Error; err != nil {
 			return fmt.Errorf("delete members: %w", err)
 		}
@@ -397,6 +402,36 @@ func (s *Service) Delete(ctx context.Context, tenantID, id int64) error {
 		}
 		return bumpCache(ctx, tx, tenantID)
 	})
+}
+
+// dependents lists the tenant's segments whose definition refers to segment id.
+func dependents(ctx context.Context, tx *gorm.DB, tenantID, id int64) ([]int64, error) {
+	var rows []Segment
+	if err := tx.WithContext(ctx).Select("id", "definition", "segment_type").Where("tenant_id = ? AND id <> ? AND definition IS NOT NULL", tenantID, id).Order("id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("load segment graph: %w", err)
+	}
+	var out []int64
+	for _, r := range rows {
+		if r.SegmentType == KindLookalike {
+			if ld, err := ParseLookalike(r.Definition); err == nil && ld.SeedSegmentID == id {
+				out = append(out, r.ID)
+			}
+			continue
+		}
+		if d, err := ParseDefinition(r.Definition); err == nil && contains64(d.SegmentRefs(), id) {
+			out = append(out, r.ID)
+		}
+	}
+	return out, nil
+}
+
+func contains64(list []int64, v int64) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
 }
 
 // Versions returns the definition history, newest first.
