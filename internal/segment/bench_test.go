@@ -116,9 +116,18 @@ func benchCompute(b *testing.B, svc *Service, tenant, segID int64) RunResult {
 	return res
 }
 
-// BenchmarkSegmentCompute: a first compute (query + load of every member) and a recompute (query
+// BenchmarkSegments runs every segment benchmark on one generated warehouse (a database lives as
+// long as the benchmark that opened it).
+func BenchmarkSegments(b *testing.B) {
+	benchWarehouse(b)
+	b.Run("compute", benchSegmentCompute)
+	b.Run("preview", benchSegmentPreview)
+	b.Run("members-page", benchMembersPage)
+}
+
+// benchSegmentCompute: a first compute (query + load of every member) and a recompute (query
 // + empty diff) of the seed's definition, the ~1M-member load, and the naive baseline query.
-func BenchmarkSegmentCompute(b *testing.B) {
+func benchSegmentCompute(b *testing.B) {
 	db, tenant := benchWarehouse(b)
 	svc := NewService(db.Gorm, db.Pool, time.Now)
 	ctx := context.Background()
@@ -159,8 +168,8 @@ func BenchmarkSegmentCompute(b *testing.B) {
 	}
 }
 
-// BenchmarkSegmentPreview: preview of the seed's definition (count + 10 sorted ids + SQL).
-func BenchmarkSegmentPreview(b *testing.B) {
+// benchSegmentPreview: preview of the seed's definition (count + 10 sorted ids + SQL).
+func benchSegmentPreview(b *testing.B) {
 	db, tenant := benchWarehouse(b)
 	svc := NewService(db.Gorm, db.Pool, time.Now)
 	var p *Preview
@@ -173,9 +182,9 @@ func BenchmarkSegmentPreview(b *testing.B) {
 	b.ReportMetric(float64(p.MatchedUsers), "matched")
 }
 
-// BenchmarkMembersPage: pages of 1000 members at random depths of a ~1M-member segment; reports
+// benchMembersPage: pages of 1000 members at random depths of a ~1M-member segment; reports
 // the p95 latency.
-func BenchmarkMembersPage(b *testing.B) {
+func benchMembersPage(b *testing.B) {
 	db, tenant := benchWarehouse(b)
 	svc := NewService(db.Gorm, db.Pool, time.Now)
 	seg := benchSegment(b, svc, tenant, benchWideDefinition)

@@ -41,6 +41,7 @@ type Run struct {
 	Matched    *int64     `json:"matched"`
 	Entered    *int64     `json:"entered"`
 	Exited     *int64     `json:"exited"`
+	Initial    bool       `json:"initial"`
 	Error      *string    `json:"error"`
 }
 
@@ -164,25 +165,45 @@ func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner
 	if err != nil {
 		return RunResult{}, fmt.Errorf("count members: %w", err)
 	}
-	err = tx.QueryRow(ctx, `WITH ex AS (
-			DELETE FROM segment_members m WHERE m.tenant_id = $1 AND m.segment_id = $2
-			AND NOT EXISTS (SELECT 1 FROM seg_new n WHERE n.user_id = m.user_id) RETURNING m.user_id),
-		ins AS (INSERT INTO segment_member_changes (run_id, tenant_id, segment_id, user_id, entered)
-			SELECT $3, $1, $2, user_id, FALSE FROM ex RETURNING 1)
-		SELECT count(*) FROM ins`, tenantID, run.SegmentID, run.ID).Scan(&res.Exited)
-	if err != nil {
-		return RunResult{}, fmt.Errorf("remove exited members: %w", err)
+	var hadMembers bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM segment_members WHERE tenant_id = $1 AND segment_id = $2)`,
+		tenantID, run.SegmentID).Scan(&hadMembers); err != nil {
+		return RunResult{}, fmt.Errorf("read members: %w", err)
 	}
-	err = tx.QueryRow(ctx, `WITH en AS (
-			INSERT INTO segment_members (tenant_id, segment_id, user_id, computed_at, score)
-			SELECT $1, $2, n.user_id, $4, n.score FROM seg_new n
-			WHERE NOT EXISTS (SELECT 1 FROM segment_members m WHERE m.tenant_id = $1 AND m.segment_id = $2 AND m.user_id = n.user_id)
-			ON CONFLICT DO NOTHING RETURNING user_id),
-		ins AS (INSERT INTO segment_member_changes (run_id, tenant_id, segment_id, user_id, entered)
-			SELECT $3, $1, $2, user_id, TRUE FROM en RETURNING 1)
-		SELECT count(*) FROM ins`, tenantID, run.SegmentID, run.ID, now).Scan(&res.Entered)
-	if err != nil {
-		return RunResult{}, fmt.Errorf("add entered members: %w", err)
+	initial := !hadMembers
+	if initial {
+		// First load (or after an empty result): every user entered. No change rows: the run is
+		// marked initial and its diff is the members it brought in (see Changes). Inserting in
+		// key order keeps the index builds sequential.
+		tag, err := tx.Exec(ctx, `INSERT INTO segment_members (tenant_id, segment_id, user_id, computed_at, score)
+			SELECT DISTINCT ON (n.user_id) $1::bigint, $2::bigint, n.user_id, $3::timestamptz, n.score FROM seg_new n ORDER BY n.user_id`,
+			tenantID, run.SegmentID, now)
+		if err != nil {
+			return RunResult{}, fmt.Errorf("load members: %w", err)
+		}
+		res.Entered = tag.RowsAffected()
+	} else {
+		err = tx.QueryRow(ctx, `WITH ex AS (
+				DELETE FROM segment_members m WHERE m.tenant_id = $1 AND m.segment_id = $2
+				AND NOT EXISTS (SELECT 1 FROM seg_new n WHERE n.user_id = m.user_id) RETURNING m.user_id),
+			ins AS (INSERT INTO segment_member_changes (run_id, tenant_id, segment_id, user_id, entered)
+				SELECT $3, $1, $2, user_id, FALSE FROM ex ORDER BY user_id RETURNING 1)
+			SELECT count(*) FROM ins`, tenantID, run.SegmentID, run.ID).Scan(&res.Exited)
+		if err != nil {
+			return RunResult{}, fmt.Errorf("remove exited members: %w", err)
+		}
+		err = tx.QueryRow(ctx, `WITH en AS (
+				INSERT INTO segment_members (tenant_id, segment_id, user_id, computed_at, score)
+				SELECT DISTINCT ON (n.user_id) $1::bigint, $2::bigint, n.user_id, $4::timestamptz, n.score FROM seg_new n
+				WHERE NOT EXISTS (SELECT 1 FROM segment_members m WHERE m.tenant_id = $1 AND m.segment_id = $2 AND m.user_id = n.user_id)
+				ORDER BY n.user_id
+				ON CONFLICT DO NOTHING RETURNING user_id),
+			ins AS (INSERT INTO segment_member_changes (run_id, tenant_id, segment_id, user_id, entered)
+				SELECT $3, $1, $2, user_id, TRUE FROM en RETURNING 1)
+			SELECT count(*) FROM ins`, tenantID, run.SegmentID, run.ID, now).Scan(&res.Entered)
+		if err != nil {
+			return RunResult{}, fmt.Errorf("add entered members: %w", err)
+		}
 	}
 	if seg.SegmentType == KindLookalike {
 		if _, err := tx.Exec(ctx, `UPDATE segment_members m SET score = n.score FROM seg_new n
@@ -191,8 +212,8 @@ func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner
 			return RunResult{}, fmt.Errorf("update scores: %w", err)
 		}
 	}
-	if _, err := tx.Exec(ctx, `UPDATE segment_runs SET status = 'ready', finished_at = $2, matched = $3, entered = $4, exited = $5 WHERE id = $1`,
-		run.ID, now, res.Matched, res.Entered, res.Exited); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE segment_runs SET status = 'ready', finished_at = $2, matched = $3, entered = $4, exited = $5, initial = $6 WHERE id = $1`,
+		run.ID, now, res.Matched, res.Entered, res.Exited, initial); err != nil {
 		return RunResult{}, fmt.Errorf("finish run: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE segments SET computed_count = $3, computed_version = $4, last_computed_at = $5, last_error = NULL,
@@ -453,8 +474,29 @@ func (s *Service) Membership(ctx context.Context, tenantID int64, userID string)
 	return ids, nil
 }
 
-// Changes returns a run's diff (for the activation sync): users who entered, and who exited.
+// Changes returns a run's diff (for the activation sync): users who entered, and who exited. An
+// initial run (the segment had no members before) records no change rows: its entered users are
+// the members it brought in that are still members.
 func (s *Service) Changes(ctx context.Context, tenantID, runID int64) (entered, exited []string, err error) {
+	var initial bool
+	var finished *time.Time
+	var segmentID int64
+	if err := s.pool.QueryRow(ctx, `SELECT initial, finished_at, segment_id FROM segment_runs WHERE tenant_id = $1 AND id = $2`, tenantID, runID).
+		Scan(&initial, &finished, &segmentID); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, nil, fmt.Errorf("run %d: %w", runID, errs.ErrNotFound)
+		}
+		return nil, nil, fmt.Errorf("load run %d: %w", runID, err)
+	}
+	if initial && finished != nil {
+		rows, err := s.pool.Query(ctx, `SELECT user_id FROM segment_members WHERE tenant_id = $1 AND segment_id = $2 AND computed_at = $3 ORDER BY user_id`,
+			tenantID, segmentID, *finished)
+		if err != nil {
+			return nil, nil, fmt.Errorf("load changes of run %d: %w", runID, err)
+		}
+		entered, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return entered, nil, err
+	}
 	rows, err := s.pool.Query(ctx, `SELECT user_id, entered FROM segment_member_changes WHERE tenant_id = $1 AND run_id = $2 ORDER BY user_id`, tenantID, runID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load changes of run %d: %w", runID, err)

@@ -70,6 +70,9 @@ CREATE TABLE segment_runs (
     matched      BIGINT,
     entered      BIGINT,
     exited       BIGINT,
+    -- The segment had no members before: every member entered, and no change rows were written
+    -- (the diff is the members whose computed_at is finished_at).
+    initial      BOOLEAN     NOT NULL DEFAULT FALSE,
     error        TEXT
 );
 CREATE INDEX segment_runs_segment_idx ON segment_runs (tenant_id, segment_id, id DESC);
