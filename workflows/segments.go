@@ -84,20 +84,33 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 	phase, rerun := phaseStarting, false
 	computeCh := workflow.GetSignalChannel(ctx, SignalCompute)
 	recomputeCh := workflow.GetSignalChannel(ctx, SignalRecompute)
-	workflow.Go(ctx, func(gctx workflow.Context) {
+	onCompute := func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		rerun = rerun || phase == phaseLoaded
+	}
+	onRecompute := func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		rerun = rerun || phase != phaseStarting
+	}
+	// The requests are taken here, in the workflow's own coroutine. (A separate coroutine blocked
+	// in Select takes a signal delivered with the final workflow task before ReceiveAsync can see
+	// it, and the workflow then ended without the request.)
+	//
+	// await waits for f and takes the requests that arrive meanwhile: one delivered before f
+	// completes counts in the current phase, one delivered with or after it in the next one.
+	await := func(f workflow.Future, valuePtr any) error {
 		for {
-			sel := workflow.NewSelector(gctx)
-			sel.AddReceive(computeCh, func(c workflow.ReceiveChannel, _ bool) {
-				c.Receive(gctx, nil)
-				rerun = rerun || phase == phaseLoaded
-			})
-			sel.AddReceive(recomputeCh, func(c workflow.ReceiveChannel, _ bool) {
-				c.Receive(gctx, nil)
-				rerun = rerun || phase != phaseStarting
-			})
-			sel.Select(gctx)
+			done := false
+			sel := workflow.NewSelector(ctx)
+			sel.AddFuture(f, func(workflow.Future) { done = true })
+			sel.AddReceive(computeCh, onCompute)
+			sel.AddReceive(recomputeCh, onRecompute)
+			sel.Select(ctx)
+			if done {
+				return f.Get(ctx, valuePtr)
+			}
 		}
-	})
+	}
 	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 10},
@@ -107,8 +120,8 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
 	})
-	// pending takes signals delivered in this workflow task that the receiving coroutine has not
-	// run for yet: a request must never be dropped by the workflow ending.
+	// pending takes the requests not taken yet (membership is loaded or the run failed, so each
+	// asks for one more run): a request must never be dropped by the workflow ending.
 	pending := func() bool {
 		for computeCh.ReceiveAsync(nil) {
 			rerun = true
@@ -122,12 +135,12 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 		phase, rerun = phaseStarting, false
 		info := workflow.GetInfo(ctx)
 		var begun activities.BeginComputeResult
-		err := workflow.ExecuteActivity(short, seg.BeginCompute, activities.BeginComputeInput{
+		err := await(workflow.ExecuteActivity(short, seg.BeginCompute, activities.BeginComputeInput{
 			TenantID: in.TenantID, SegmentID: in.SegmentID, WorkflowID: info.WorkflowExecution.ID,
-		}).Get(ctx, &begun)
+		}), &begun)
 		if err == nil {
 			phase = phaseComputing
-			err = workflow.ExecuteActivity(long, seg.Materialize, activities.MaterializeInput{TenantID: in.TenantID, RunID: begun.RunID}).Get(ctx, &out.Last)
+			err = await(workflow.ExecuteActivity(long, seg.Materialize, activities.MaterializeInput{TenantID: in.TenantID, RunID: begun.RunID}), &out.Last)
 		}
 		phase = phaseLoaded
 		if err != nil {
