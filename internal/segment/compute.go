@@ -56,6 +56,10 @@ type RunResult struct {
 	Exited  int64 `json:"exited"`
 }
 
+// analyzeAfter is the number of changed members after which a compute refreshes the table's
+// planner statistics itself rather than waiting for autovacuum.
+const analyzeAfter = 10_000
+
 // ErrNoDefinition: the segment cannot be computed before a definition is set.
 var ErrNoDefinition = errors.New("segment has no definition")
 
@@ -203,6 +207,13 @@ func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner
 			SELECT count(*) FROM ins`, tenantID, run.SegmentID, run.ID, now).Scan(&res.Entered)
 		if err != nil {
 			return RunResult{}, fmt.Errorf("add entered members: %w", err)
+		}
+	}
+	if res.Entered+res.Exited > analyzeAfter {
+		// Fresh statistics, or the planner keeps estimating a handful of members and sorts
+		// whole segments for a page of 1000 (120 ms instead of 0.2 ms for 1M members).
+		if _, err := tx.Exec(ctx, `ANALYZE segment_members`); err != nil {
+			return RunResult{}, fmt.Errorf("analyze members: %w", err)
 		}
 	}
 	if seg.SegmentType == KindLookalike {
