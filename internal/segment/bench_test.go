@@ -45,8 +45,13 @@ func envInt(name string, def int) int {
 func benchWarehouse(b *testing.B) (*store.DB, int64) {
 	benchData.once.Do(func() {
 		events, users := envInt("COHORT_BENCH_EVENTS", 10_000_000), envInt("COHORT_BENCH_USERS", 1_000_000)
-		db := testenv.OpenDB(b)
 		ctx := context.Background()
+		// Open for the whole process (not closed with the first benchmark), so -count reuses the data.
+		db, err := store.Open(ctx, testenv.Database(b), store.Options{})
+		if err != nil {
+			benchData.err = err
+			return
+		}
 		start := time.Now()
 		var tenant int64
 		if err := db.Pool.QueryRow(ctx, `INSERT INTO tenants (slug, name, webhook_secret_sealed, identity_secret_sealed)
@@ -54,7 +59,7 @@ func benchWarehouse(b *testing.B) (*store.DB, int64) {
 			benchData.err = err
 			return
 		}
-		_, err := db.Pool.Exec(ctx, `INSERT INTO warehouse.events (tenant_id, event_id, user_id, event_type, occurred_at, received_at, payload)
+		_, err = db.Pool.Exec(ctx, `INSERT INTO warehouse.events (tenant_id, event_id, user_id, event_type, occurred_at, received_at, payload)
 			SELECT $1, 'e' || g, 'u' || ((hashint4(g) & 2147483647) % $3),
 				CASE WHEN g % 10 < 5 THEN 'page_view' WHEN g % 10 < 7 THEN 'product_viewed' WHEN g % 10 < 8 THEN 'add_to_cart'
 				     WHEN g % 10 < 9 THEN 'order_completed' ELSE 'signup_step' END,
