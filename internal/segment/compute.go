@@ -56,6 +56,9 @@ type RunResult struct {
 	Exited  int64 `json:"exited"`
 }
 
+// KeepRunDiffs is how many of a segment's latest runs keep their entered/exited diff.
+const KeepRunDiffs = 20
+
 // analyzeAfter is the number of changed members after which a compute refreshes the table's
 // planner statistics itself rather than waiting for autovacuum.
 const analyzeAfter = 10_000
@@ -235,6 +238,13 @@ func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner
 	if _, err := tx.Exec(ctx, `UPDATE segment_versions SET computed_count_at_version = $3 WHERE segment_id = $1 AND version = $2`,
 		run.SegmentID, run.Version, res.Matched); err != nil {
 		return RunResult{}, fmt.Errorf("update version: %w", err)
+	}
+	// Diffs are kept for the activation syncs of the segment's last KeepRunDiffs runs.
+	if _, err := tx.Exec(ctx, `DELETE FROM segment_member_changes WHERE run_id IN (
+			SELECT id FROM segment_runs WHERE tenant_id = $1 AND segment_id = $2 AND id < (
+				SELECT min(id) FROM (SELECT id FROM segment_runs WHERE tenant_id = $1 AND segment_id = $2 ORDER BY id DESC LIMIT $3) r))`,
+		tenantID, run.SegmentID, KeepRunDiffs); err != nil {
+		return RunResult{}, fmt.Errorf("prune old diffs: %w", err)
 	}
 	if _, err := tx.Exec(ctx, bumpCacheSQL, tenantID); err != nil {
 		return RunResult{}, fmt.Errorf("bump membership cache: %w", err)
