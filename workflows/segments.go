@@ -154,6 +154,9 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 			continue
 		}
 		out.Runs++
+		// The definition changed after BeginCompute read it (a PATCH racing the start): the
+		// membership is of an older version, so run again whatever the signals said.
+		rerun = rerun || out.Last.LatestVersion > out.Last.Version
 		if err := fanOut(ctx, short, in, out.Last.RunID); err != nil {
 			workflow.GetLogger(ctx).Warn("activation fan-out failed", "error", err)
 		}

@@ -70,6 +70,7 @@ type computeCase struct {
 	targetsErr   error
 	childErr     error // what every sync child returns
 	childNoStart bool  // the sync children fail to start
+	staleFirst   bool  // the first run computed an older version than the segment's latest
 	signals      []timedSignal
 	// signals delivered in the same workflow task as, and just before, the completion of the
 	// first call of an activity (sent without a workflow task of their own)
@@ -129,7 +130,10 @@ func runCompute(t *testing.T, c computeCase) (*computeRecorder, SegmentComputeRe
 			if err := c.matErrs[n]; err != nil {
 				return segment.RunResult{}, err
 			}
-			res := segment.RunResult{RunID: in.RunID, Version: n, Matched: int64(10 * n), Entered: int64(n), Exited: int64(n - 1)}
+			res := segment.RunResult{RunID: in.RunID, Version: n, LatestVersion: n, Matched: int64(10 * n), Entered: int64(n), Exited: int64(n - 1)}
+			if c.staleFirst && n == 1 {
+				res.LatestVersion = n + 1
+			}
 			rec.results = append(rec.results, res)
 			return res, nil
 		})
@@ -358,6 +362,17 @@ func TestSegmentCompute(t *testing.T) {
 			beginDelay: 10 * time.Minute,
 			signals:    []timedSignal{{time.Minute, SignalRecompute}},
 			wantBegins: 1, wantRuns: 1, wantTargets: 1,
+		},
+		{
+			// BeginCompute read the version just before a PATCH committed and the recompute
+			// signal arrived while it ran: the result says the definition moved on.
+			name:        "a run that computed an older version than the latest runs again",
+			beginDelay:  10 * time.Minute,
+			signals:     []timedSignal{{time.Minute, SignalRecompute}},
+			staleFirst:  true,
+			wantBegins:  2,
+			wantRuns:    2,
+			wantTargets: 2,
 		},
 		{
 			name:        "recompute delivered just before the BeginCompute completion is served by the run",

@@ -51,9 +51,12 @@ func (Run) TableName() string { return "segment_runs" }
 type RunResult struct {
 	RunID   int64 `json:"run_id"`
 	Version int   `json:"version"`
-	Matched int64 `json:"matched"`
-	Entered int64 `json:"entered"`
-	Exited  int64 `json:"exited"`
+	// LatestVersion is the segment's definition version when the run committed: above Version,
+	// the definition changed while the run computed an older one, and another run is due.
+	LatestVersion int   `json:"latest_version"`
+	Matched       int64 `json:"matched"`
+	Entered       int64 `json:"entered"`
+	Exited        int64 `json:"exited"`
 }
 
 // KeepRunDiffs is how many of a segment's latest runs keep their entered/exited diff.
@@ -116,7 +119,7 @@ func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner
 		return RunResult{}, fmt.Errorf("load run %d: %w", runID, err)
 	}
 	if run.Status == "ready" {
-		return RunResult{RunID: run.ID, Version: run.Version, Matched: deref(run.Matched), Entered: deref(run.Entered), Exited: deref(run.Exited)}, nil
+		return s.storedResult(ctx, tenantID, run.SegmentID, RunResult{RunID: run.ID, Version: run.Version, Matched: deref(run.Matched), Entered: deref(run.Entered), Exited: deref(run.Exited)})
 	}
 	seg, err := s.Get(ctx, tenantID, run.SegmentID)
 	if err != nil {
@@ -144,7 +147,7 @@ func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner
 		return RunResult{}, fmt.Errorf("load run %d: %w", runID, err)
 	}
 	if status == "ready" {
-		return RunResult{RunID: run.ID, Version: run.Version, Matched: deref(matched), Entered: deref(entered), Exited: deref(exited)}, nil
+		return s.storedResult(ctx, tenantID, run.SegmentID, RunResult{RunID: run.ID, Version: run.Version, Matched: deref(matched), Entered: deref(entered), Exited: deref(exited)})
 	}
 	if _, err := tx.Exec(ctx, `SET LOCAL work_mem = '256MB'; SET LOCAL jit = off; SET LOCAL statement_timeout = '30min';
 		CREATE TEMP TABLE seg_new (user_id TEXT NOT NULL, score DOUBLE PRECISION) ON COMMIT DROP`); err != nil {
@@ -230,9 +233,9 @@ func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner
 		run.ID, now, res.Matched, res.Entered, res.Exited, initial); err != nil {
 		return RunResult{}, fmt.Errorf("finish run: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE segments SET computed_count = $3, computed_version = $4, last_computed_at = $5, last_error = NULL,
-			status = CASE WHEN version = $4 THEN 'ready' ELSE status END, updated_at = $5
-		WHERE tenant_id = $1 AND id = $2`, tenantID, run.SegmentID, res.Matched, run.Version, now); err != nil {
+	if err := tx.QueryRow(ctx, `UPDATE segments SET computed_count = $3, computed_version = $4, last_computed_at = $5, last_error = NULL,
+			status = CASE WHEN version = $4 THEN 'ready' ELSE 'queued' END, updated_at = $5
+		WHERE tenant_id = $1 AND id = $2 RETURNING version`, tenantID, run.SegmentID, res.Matched, run.Version, now).Scan(&res.LatestVersion); err != nil {
 		return RunResult{}, fmt.Errorf("update segment: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE segment_versions SET computed_count_at_version = $3 WHERE segment_id = $1 AND version = $2`,
@@ -251,6 +254,14 @@ func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return RunResult{}, fmt.Errorf("commit compute: %w", err)
+	}
+	return res, nil
+}
+
+// storedResult completes the stored result of a finished run with the segment's version now.
+func (s *Service) storedResult(ctx context.Context, tenantID, segmentID int64, res RunResult) (RunResult, error) {
+	if err := s.pool.QueryRow(ctx, `SELECT version FROM segments WHERE tenant_id = $1 AND id = $2`, tenantID, segmentID).Scan(&res.LatestVersion); err != nil {
+		return RunResult{}, fmt.Errorf("load segment %d: %w", segmentID, err)
 	}
 	return res, nil
 }
