@@ -795,7 +795,7 @@ func TestComputeLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (segment.RunResult{RunID: run.ID, Version: 1, Matched: 3, Entered: 3, Exited: 0}); res != want {
+	if want := (segment.RunResult{RunID: run.ID, Version: 1, LatestVersion: 1, Matched: 3, Entered: 3, Exited: 0}); res != want {
 		t.Fatalf("first run = %+v, want %+v", res, want)
 	}
 	s := f.get(tenant, seg.ID)
@@ -982,7 +982,7 @@ func TestMaterializeConcurrentAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	want := segment.RunResult{RunID: run.ID, Version: 1, Matched: 3, Entered: 3}
+	want := segment.RunResult{RunID: run.ID, Version: 1, LatestVersion: 1, Matched: 3, Entered: 3}
 	for i := range 2 {
 		if errsOut[i] != nil {
 			t.Fatalf("attempt %d: %v", i, errsOut[i])
