@@ -1,6 +1,7 @@
 package segment_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -54,5 +55,32 @@ func TestRunDiffsArePruned(t *testing.T) {
 	}
 	if n := f.count(`SELECT count(*) FROM segment_runs WHERE segment_id = $1`, seg.ID); n != int64(runs+1) {
 		t.Fatalf("%d runs recorded, want %d", n, runs+1)
+	}
+}
+
+// A definition change between BeginRun and Materialize: the run loads the version it began with,
+// reports the newer one, and leaves the segment queued for the next run.
+func TestMaterializeReportsNewerVersion(t *testing.T) {
+	f := newSegFixture(t)
+	tenant := f.tenant("acme")
+	f.profile(tenant, "u1", `{"plan":"pro"}`)
+	seg := f.segment(tenant, "rule", "pro", defPro)
+	run, err := f.svc.BeginRun(f.ctx, tenant, seg.ID, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newDef := `{"logic":"AND","conditions":[{"type":"trait","trait":"plan","operator":"eq","value":"free"}]}`
+	if _, err := f.svc.Update(f.ctx, tenant, seg.ID, segment.UpdateInput{Definition: json.RawMessage(newDef)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.svc.Materialize(f.ctx, tenant, run.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Version != 1 || res.LatestVersion != 2 || res.Matched != 1 {
+		t.Fatalf("result %+v, want version 1 of latest 2 with 1 member", res)
+	}
+	if got := f.get(tenant, seg.ID); got.Status != segment.StatusQueued || got.ComputedVersion == nil || *got.ComputedVersion != 1 {
+		t.Fatalf("segment after a stale run: status %s, computed version %v", got.Status, got.ComputedVersion)
 	}
 }
