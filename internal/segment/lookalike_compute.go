@@ -48,8 +48,8 @@ func (s *Service) loadLookalike(ctx context.Context, tx pgx.Tx, seg *Segment, ra
 	if len(seed) == 0 {
 		return fmt.Errorf("seed segment %d: %w", ld.SeedSegmentID, ErrEmptySeed)
 	}
-	typeRows, err := tx.Query(ctx, `SELECT event_type FROM warehouse.events WHERE tenant_id = $1
-		GROUP BY event_type ORDER BY count(*) DESC, event_type LIMIT $2`, seg.TenantID, lookalikeTypes)
+	typeRows, err := tx.Query(ctx, `SELECT event_type FROM warehouse.user_event_stats WHERE tenant_id = $1
+		GROUP BY event_type ORDER BY sum(events) DESC, event_type LIMIT $2`, seg.TenantID, lookalikeTypes)
 	if err != nil {
 		return fmt.Errorf("load event types: %w", err)
 	}
@@ -64,12 +64,16 @@ func (s *Service) loadLookalike(ctx context.Context, tx pgx.Tx, seg *Segment, ra
 		names = append(names, "count:"+t, "sum:"+t, "recency_days:"+t)
 	}
 	m := lookalike.NewMatrix(names, 0)
-	rows, err := tx.Query(ctx, `SELECT user_id, event_type, count(*)::float8,
-			COALESCE(sum(COALESCE(warehouse.jnum(payload->'amount'), warehouse.jnum(payload->'total'), warehouse.jnum(payload->'revenue'),
-				warehouse.jnum(payload->'value'), warehouse.jnum(payload->'price'))), 0)::float8,
-			max(occurred_at)
-		FROM warehouse.events WHERE tenant_id = $1 AND event_type = ANY($2)
-		GROUP BY user_id, event_type ORDER BY user_id`, seg.TenantID, types)
+	// From the per-user rollups: one row per user and event type, the monetary sum of the first
+	// of amount, total, revenue, value, price the user has.
+	rows, err := tx.Query(ctx, `WITH m AS (
+			SELECT DISTINCT ON (user_id, event_type) user_id, event_type, total FROM warehouse.user_property_stats
+			WHERE tenant_id = $1 AND event_type = ANY($2) AND property IN ('amount', 'total', 'revenue', 'value', 'price')
+			ORDER BY user_id, event_type, array_position(ARRAY['amount', 'total', 'revenue', 'value', 'price'], property))
+		SELECT s.user_id, s.event_type, s.events::float8, COALESCE(m.total, 0)::float8, s.last_at
+		FROM warehouse.user_event_stats s LEFT JOIN m ON m.user_id = s.user_id AND m.event_type = s.event_type
+		WHERE s.tenant_id = $1 AND s.event_type = ANY($2)
+		ORDER BY s.user_id`, seg.TenantID, types)
 	if err != nil {
 		return fmt.Errorf("load features: %w", err)
 	}
