@@ -77,18 +77,25 @@ func (s *Sink) updateUserStats(ctx context.Context, tx pgx.Tx, events []warehous
 		if !hasNumberish(e.Payload) {
 			continue
 		}
-		var props map[string]json.RawMessage
-		if json.Unmarshal(e.Payload, &props) != nil {
-			continue
-		}
-		for name, raw := range props {
-			if len(name) > maxPropertyName {
-				continue
+		first := len(pp)
+		numericProperties(e.Payload, func(name, txt string) {
+			// A repeated key: the last value wins, as in jsonb ("" drops a number it replaced).
+			for j := first; j < len(pp); j++ {
+				if pp[j] == name {
+					if txt != "" {
+						pv[j] = txt
+						return
+					}
+					last := len(pp) - 1
+					pt[j], pe[j], pp[j], pu[j], pv[j] = pt[last], pe[last], pp[last], pu[last], pv[last]
+					pt, pe, pp, pu, pv = pt[:last], pe[:last], pp[:last], pu[:last], pv[:last]
+					return
+				}
 			}
-			if txt, ok := numericText(raw); ok {
+			if txt != "" {
 				pt, pe, pp, pu, pv = append(pt, e.TenantID), append(pe, e.EventType), append(pp, name), append(pu, e.UserID), append(pv, txt)
 			}
-		}
+		})
 	}
 	keys := make([]statKey, 0, len(stats))
 	for k := range stats {

@@ -151,3 +151,7 @@ CREATE FUNCTION warehouse.rebuild_user_stats(p_tenant BIGINT) RETURNS VOID LANGU
 $$;
 -- Events loaded before this migration.
 SELECT warehouse.rebuild_user_stats(id) FROM tenants;
+
+-- Nothing reads events by user any more (profiles and the rollups above answer per-user
+-- questions); the index only slowed every load.
+DROP INDEX warehouse.events_tenant_user_idx;
