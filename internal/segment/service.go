@@ -62,11 +62,27 @@ func (s *Segment) fill() {
 	if len(s.Definition) == 0 {
 		s.Definition = json.RawMessage("null")
 	}
+	s.Definition = canonical(s.Definition)
 	s.RefreshEvery = nil
 	if s.RefreshEverySecs != nil {
 		d := FormatEvery(time.Duration(*s.RefreshEverySecs) * time.Second)
 		s.RefreshEvery = &d
 	}
+}
+
+// canonical returns a stored definition in the field order of the language (jsonb sorts keys by
+// length), or as stored when it does not parse.
+func canonical(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || string(raw) == "null" {
+		return raw
+	}
+	if d, err := ParseDefinition(raw); err == nil {
+		return d.JSON()
+	}
+	if d, err := ParseLookalike(raw); err == nil {
+		return d.JSON()
+	}
+	return raw
 }
 
 // Version is one entry of a segment's definition history.
@@ -442,6 +458,9 @@ func (s *Service) Versions(ctx context.Context, tenantID, id int64) ([]Version, 
 	var out []Version
 	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND segment_id = ?", tenantID, id).Order("version DESC").Find(&out).Error; err != nil {
 		return nil, fmt.Errorf("list versions: %w", err)
+	}
+	for i := range out {
+		out[i].Definition = canonical(out[i].Definition)
 	}
 	if out == nil {
 		out = []Version{}
