@@ -73,6 +73,11 @@ func (s *Segments) Users(ctx context.Context, q *segment.Query, segParams map[st
 
 // CountAndSample returns the number of matching users and the first limit ids.
 func (s *Segments) CountAndSample(ctx context.Context, q *segment.Query, segParams map[string][]string, limit int) (int64, []string, error) {
+	if limit == 0 {
+		// LIMIT 0 returns no row to carry the total: only count (running the LIMIT 0 query as
+		// well would be a second billed job whose answer is thrown away).
+		return s.count(ctx, q, segParams)
+	}
 	bq, err := s.query(q, segParams, q.CountAndSample(limit))
 	if err != nil {
 		return 0, nil, err
@@ -96,20 +101,27 @@ func (s *Segments) CountAndSample(ctx context.Context, q *segment.Query, segPara
 		n, _ := row[1].(int64)
 		sample, total = append(sample, id), n
 	}
-	if limit == 0 {
-		// LIMIT 0 returns no rows: count separately.
-		cq, err := s.query(q, segParams, q.Count())
-		if err != nil {
-			return 0, nil, err
-		}
-		it, err := cq.Read(ctx)
-		if err != nil {
-			return 0, nil, fmt.Errorf("bigquery: count preview: %w", err)
-		}
-		var row []bigquery.Value
-		if err := it.Next(&row); err == nil {
-			total, _ = row[0].(int64)
-		}
-	}
 	return total, sample, nil
+}
+
+// count runs q.Count(): the number of matching users, with an empty sample.
+func (s *Segments) count(ctx context.Context, q *segment.Query, segParams map[string][]string) (int64, []string, error) {
+	cq, err := s.query(q, segParams, q.Count())
+	if err != nil {
+		return 0, nil, err
+	}
+	it, err := cq.Read(ctx)
+	if err != nil {
+		return 0, nil, fmt.Errorf("bigquery: count preview: %w", err)
+	}
+	var row []bigquery.Value
+	// A failed read must not pass for "no matching user".
+	if err := it.Next(&row); err != nil {
+		return 0, nil, fmt.Errorf("bigquery: read preview count: %w", err)
+	}
+	total, ok := row[0].(int64)
+	if !ok {
+		return 0, nil, fmt.Errorf("bigquery: preview count is %T, want INT64", row[0])
+	}
+	return total, []string{}, nil
 }
