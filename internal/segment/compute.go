@@ -370,7 +370,12 @@ func (s *Service) Preview(ctx context.Context, tenantID int64, raw json.RawMessa
 			return nil, err
 		}
 		out.SQL = q.Display()
-		out.MatchedUsers, out.SampleUserIDs, err = runner.CountAndSample(ctx, q, segParams, limit)
+		pctx, cancel := context.WithTimeout(ctx, previewTimeout)
+		defer cancel()
+		out.MatchedUsers, out.SampleUserIDs, err = runner.CountAndSample(pctx, q, segParams, limit)
+		if pctx.Err() != nil && ctx.Err() == nil {
+			return nil, errs.Coded(errs.ErrUnavailable, "preview_timeout", "the preview took longer than %s; narrow the definition or compute the segment instead", previewTimeout)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("preview on %s: %w", runner.Dialect(), err)
 		}
