@@ -109,18 +109,37 @@ func (s *Server) whoami(c *gin.Context) {
 }
 
 // bindOptionalJSON decodes a JSON body when there is one; an empty body leaves v as is.
-func bindOptionalJSON(c *gin.Context, v any) error {
+func bindOptionalJSON(c *gin.Context, v any) error { return decodeJSONBody(c, v, false) }
+
+// bindStrictJSON decodes a required JSON body, refusing unknown fields (400 naming the field).
+func bindStrictJSON(c *gin.Context, v any) error { return decodeJSONBody(c, v, true) }
+
+// decodeJSONBody decodes exactly one JSON value from the body. strict: the body is required and
+// unknown fields are refused.
+func decodeJSONBody(c *gin.Context, v any, strict bool) error {
 	if c.Request.Body == nil || c.Request.ContentLength == 0 {
+		if strict {
+			return &errs.ValidationError{Code: "invalid_json", Msg: "request body must be a JSON object"}
+		}
 		return nil
 	}
 	dec := json.NewDecoder(c.Request.Body)
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		switch {
+		case errors.As(err, &tooBig):
 			return err
+		case errors.Is(err, io.EOF):
+			if strict {
+				return &errs.ValidationError{Code: "invalid_json", Msg: "request body must be a JSON object"}
+			}
+			return nil
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return &errs.ValidationError{Code: "invalid_json", Msg: "request body has an unknown field", Fields: map[string]string{field: "is not a field of this request"}}
 		}
 		return jsonError(err)
 	}

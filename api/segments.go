@@ -3,17 +3,19 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/cohort-dev/cohort/internal/blob"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/ingest"
 	"github.com/cohort-dev/cohort/internal/segment"
 	"github.com/cohort-dev/cohort/internal/segment/export"
 )
@@ -67,34 +69,6 @@ func pathID(c *gin.Context, name string) (int64, bool) {
 		return 0, false
 	}
 	return id, true
-}
-
-// bindStrictJSON decodes a required JSON object body, refusing unknown fields.
-func bindStrictJSON(c *gin.Context, v any) error {
-	body, err := io.ReadAll(c.Request.Body)
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return err
-		}
-		return &errs.ValidationError{Code: "invalid_json", Msg: "could not read the request body"}
-	}
-	if len(strings.TrimSpace(string(body))) == 0 {
-		return &errs.ValidationError{Code: "invalid_json", Msg: "request body must be a JSON object"}
-	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if strings.HasPrefix(err.Error(), "json: unknown field ") {
-			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return &errs.ValidationError{Code: "invalid_json", Msg: "request body has an unknown field", Fields: map[string]string{field: "is not a field of this request"}}
-		}
-		return jsonError(err)
-	}
-	if dec.More() {
-		return &errs.ValidationError{Code: "invalid_json", Msg: "request body has data after the JSON value"}
-	}
-	return nil
 }
 
 func (s *Server) listSegments(c *gin.Context) {
@@ -162,16 +136,7 @@ func (s *Server) patchSegment(c *gin.Context) {
 	}
 	// A new definition recomputes automatically (ai drafts wait for an explicit compute).
 	if res.DefinitionChanged {
-		if _, err := s.d.Segments.Service.MarkQueued(ctx, tenant, id); err != nil {
-			abort(c, err)
-			return
-		}
-		if _, err := s.d.Segments.Jobs.Recompute(ctx, tenant, id); err != nil {
-			_ = s.d.Segments.Service.MarkError(ctx, tenant, id, "could not start the compute: the workflow service is unavailable")
-			abort(c, err)
-			return
-		}
-		if res.Segment, err = s.d.Segments.Service.Get(ctx, tenant, id); err != nil {
+		if res.Segment, _, err = s.queueCompute(ctx, tenant, id, s.d.Segments.Jobs.Recompute); err != nil {
 			abort(c, err)
 			return
 		}
@@ -242,19 +207,28 @@ func (s *Server) computeSegment(c *gin.Context) {
 	if !ok {
 		return
 	}
-	ctx := c.Request.Context()
-	tenant := mustCredential(c).TenantID
-	if _, err := s.d.Segments.Service.MarkQueued(ctx, tenant, id); err != nil {
-		abort(c, err)
-		return
-	}
-	wf, err := s.d.Segments.Jobs.Compute(ctx, tenant, id)
+	_, wf, err := s.queueCompute(c.Request.Context(), mustCredential(c).TenantID, id, s.d.Segments.Jobs.Compute)
 	if err != nil {
-		_ = s.d.Segments.Service.MarkError(ctx, tenant, id, "could not start the compute: the workflow service is unavailable")
 		abort(c, err)
 		return
 	}
 	c.JSON(http.StatusAccepted, computeResponse{Status: segment.StatusQueued, SegmentID: id, WorkflowID: wf})
+}
+
+// queueCompute marks the segment queued and signals its compute workflow with start (Jobs.Compute
+// or Jobs.Recompute). When Temporal cannot be reached the segment shows the failure in last_error
+// instead of staying queued.
+func (s *Server) queueCompute(ctx context.Context, tenant, id int64, start func(context.Context, int64, int64) (string, error)) (*segment.Segment, string, error) {
+	seg, err := s.d.Segments.Service.MarkQueued(ctx, tenant, id)
+	if err != nil {
+		return nil, "", err
+	}
+	wf, err := start(ctx, tenant, id)
+	if err != nil {
+		_ = s.d.Segments.Service.MarkError(ctx, tenant, id, "could not start the compute: the workflow service is unavailable")
+		return nil, "", err
+	}
+	return seg, wf, nil
 }
 
 type membershipResponse struct {
@@ -264,9 +238,10 @@ type membershipResponse struct {
 }
 
 func (s *Server) segmentMembership(c *gin.Context) {
+	// Any user id ingestion accepts can be looked up.
 	user := c.Query("user_id")
-	if user == "" || len(user) > 256 {
-		abort(c, errs.Invalid("user_id", "is required (1 to 256 bytes)"))
+	if user == "" || utf8.RuneCountInString(user) > ingest.MaxUserIDLen {
+		abort(c, errs.Invalid("user_id", fmt.Sprintf("is required, at most %d characters", ingest.MaxUserIDLen)))
 		return
 	}
 	ids, cached, err := s.d.Segments.Cache.Lookup(c.Request.Context(), mustCredential(c).TenantID, user)
