@@ -84,9 +84,9 @@ type FailComputeInput struct {
 // FailCompute marks the run and the segment as failed with the message.
 func (a *Segments) FailCompute(ctx context.Context, in FailComputeInput) error {
 	if in.RunID == 0 {
-		return a.Svc.MarkError(ctx, in.TenantID, in.SegmentID, in.Message)
+		return permanent(a.Svc.MarkError(ctx, in.TenantID, in.SegmentID, in.Message))
 	}
-	return a.Svc.FailRun(ctx, in.TenantID, in.RunID, in.Message)
+	return permanent(a.Svc.FailRun(ctx, in.TenantID, in.RunID, in.Message))
 }
 
 // ActivationTargetsInput asks which connectors sync after a run.
@@ -147,7 +147,7 @@ type FailExportInput struct {
 
 // FailExport marks the export failed.
 func (a *Segments) FailExport(ctx context.Context, in FailExportInput) error {
-	return a.Svc.FailExport(ctx, in.TenantID, in.ExportID, in.Message)
+	return permanent(a.Svc.FailExport(ctx, in.TenantID, in.ExportID, in.Message))
 }
 
 // DraftInput asks the LLM for a definition.
@@ -164,8 +164,9 @@ type DraftResult struct {
 }
 
 // DraftDefinition turns the segment's description into a definition through the AI provider and
-// validates it with the compiler. Provider failures are retried by Temporal; invalid output is
-// returned as Invalid so the workflow can ask again with the error.
+// validates it with the compiler. Provider and database failures are retried by Temporal; invalid
+// output (no JSON, or a definition the validator rejects) is returned as Invalid so the workflow
+// can ask again with the error.
 func (a *Segments) DraftDefinition(ctx context.Context, in DraftInput) (DraftResult, error) {
 	seg, err := a.Svc.Get(ctx, in.TenantID, in.SegmentID)
 	if err != nil {
@@ -179,7 +180,7 @@ func (a *Segments) DraftDefinition(ctx context.Context, in DraftInput) (DraftRes
 	}
 	hints, err := a.Svc.Hints(ctx, in.TenantID)
 	if err != nil {
-		return DraftResult{}, err
+		return DraftResult{}, permanent(err)
 	}
 	raw, err := draft.Draft(ctx, a.AI, seg.Description, hints, in.PreviousError)
 	switch {
@@ -191,8 +192,12 @@ func (a *Segments) DraftDefinition(ctx context.Context, in DraftInput) (DraftRes
 		return DraftResult{}, err
 	}
 	canonical, err := a.Svc.ValidateDefinition(ctx, seg, raw)
-	if err != nil {
+	switch {
+	case errors.Is(err, errs.ErrInvalid):
 		return DraftResult{Invalid: err.Error()}, nil
+	case err != nil:
+		// Not the model's fault (the segment graph could not be read): retry, do not spend an attempt.
+		return DraftResult{}, permanent(err)
 	}
 	return DraftResult{Definition: canonical}, nil
 }
@@ -231,19 +236,21 @@ func permanent(err error) error {
 }
 
 // heartbeat records activity heartbeats every interval until stop is called, so a worker crash
-// is detected within the heartbeat timeout rather than the whole start-to-close timeout.
+// is detected within the heartbeat timeout rather than the whole start-to-close timeout. stop
+// waits for the heartbeat goroutine to end, so no heartbeat is recorded after the activity
+// returns.
 func heartbeat(ctx context.Context, every time.Duration) (stop func()) {
 	if !activity.IsActivity(ctx) {
 		return func() {}
 	}
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
-			case <-done:
-				return
 			case <-ctx.Done():
 				return
 			case <-t.C:
@@ -251,5 +258,8 @@ func heartbeat(ctx context.Context, every time.Duration) (stop func()) {
 			}
 		}
 	}()
-	return func() { close(done) }
+	return func() {
+		cancel()
+		<-done
+	}
 }

@@ -36,6 +36,7 @@ type Worker struct {
 	d Deps
 }
 
+// New returns the worker role of d; Run starts it.
 func New(d Deps) *Worker { return &Worker{d: d} }
 
 // Run blocks until ctx ends or a part fails; it stops every part before returning.

@@ -65,6 +65,15 @@ const ActivationSyncWorkflow = "ActivationSync"
 
 var seg *activities.Segments
 
+// shortActivity is the options of the bookkeeping activities (database updates, lookups):
+// seconds each, retried for a few minutes.
+func shortActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 10},
+	})
+}
+
 // SegmentCompute runs a segment's query, loads membership as a diff, updates the segment, bumps
 // the membership cache and fans out to the segment's active activation connectors.
 //
@@ -111,10 +120,7 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 			}
 		}
 	}
-	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 10},
-	})
+	short := shortActivity(ctx)
 	long := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Hour,
 		HeartbeatTimeout:    time.Minute,
@@ -131,12 +137,12 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 		}
 		return rerun
 	}
+	workflowID := workflow.GetInfo(ctx).WorkflowExecution.ID
 	for {
 		phase, rerun = phaseStarting, false
-		info := workflow.GetInfo(ctx)
 		var begun activities.BeginComputeResult
 		err := await(workflow.ExecuteActivity(short, seg.BeginCompute, activities.BeginComputeInput{
-			TenantID: in.TenantID, SegmentID: in.SegmentID, WorkflowID: info.WorkflowExecution.ID,
+			TenantID: in.TenantID, SegmentID: in.SegmentID, WorkflowID: workflowID,
 		}), &begun)
 		if err == nil {
 			phase = phaseComputing
@@ -144,10 +150,11 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 		}
 		phase = phaseLoaded
 		if err != nil {
-			msg := failureMessage(err)
-			_ = workflow.ExecuteActivity(short, seg.FailCompute, activities.FailComputeInput{
-				TenantID: in.TenantID, SegmentID: in.SegmentID, RunID: begun.RunID, Message: msg,
-			}).Get(ctx, nil)
+			if ferr := workflow.ExecuteActivity(short, seg.FailCompute, activities.FailComputeInput{
+				TenantID: in.TenantID, SegmentID: in.SegmentID, RunID: begun.RunID, Message: failureMessage("compute", err),
+			}).Get(ctx, nil); ferr != nil {
+				workflow.GetLogger(ctx).Warn("recording the compute failure failed", "error", ferr)
+			}
 			if !pending() {
 				return out, err
 			}
@@ -196,16 +203,16 @@ func fanOut(ctx, short workflow.Context, in SegmentComputeInput, runID int64) er
 	return errors.Join(errs...)
 }
 
-// failureMessage is the error text users see in last_error: the application error's message
-// without Temporal's wrapping.
-func failureMessage(err error) string {
+// failureMessage is the error text users see in last_error / the export's error: the
+// application error's message without Temporal's wrapping. what names the job ("compute").
+func failureMessage(what string, err error) string {
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
 		return app.Message()
 	}
 	var timeout *temporal.TimeoutError
 	if errors.As(err, &timeout) {
-		return "the compute timed out: " + timeout.Error()
+		return "the " + what + " timed out: " + timeout.Error()
 	}
 	return err.Error()
 }
@@ -231,13 +238,11 @@ func SegmentExport(ctx workflow.Context, in SegmentExportInput) (activities.Expo
 	})
 	err := workflow.ExecuteActivity(long, seg.WriteExport, activities.ExportInput{TenantID: in.TenantID, ExportID: in.ExportID}).Get(ctx, &res)
 	if err != nil {
-		short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: 30 * time.Second,
-			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 10},
-		})
-		_ = workflow.ExecuteActivity(short, seg.FailExport, activities.FailExportInput{
-			TenantID: in.TenantID, ExportID: in.ExportID, Message: failureMessage(err),
-		}).Get(ctx, nil)
+		if ferr := workflow.ExecuteActivity(shortActivity(ctx), seg.FailExport, activities.FailExportInput{
+			TenantID: in.TenantID, ExportID: in.ExportID, Message: failureMessage("export", err),
+		}).Get(ctx, nil); ferr != nil {
+			workflow.GetLogger(ctx).Warn("recording the export failure failed", "error", ferr)
+		}
 		return res, err
 	}
 	return res, nil
@@ -265,10 +270,7 @@ func SegmentDraft(ctx workflow.Context, in SegmentDraftInput) (*segment.Segment,
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 4},
 	})
-	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 10},
-	})
+	short := shortActivity(ctx)
 	prev := ""
 	for attempt := 1; attempt <= DraftAttempts; attempt++ {
 		var res activities.DraftResult

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/segment"
 )
@@ -79,9 +80,9 @@ func (j *SegmentJobs) Draft(ctx context.Context, tenantID, segmentID int64) (*se
 		var app *temporal.ApplicationError
 		if errors.As(err, &app) {
 			switch app.Type() {
-			case "InvalidLLMOutput":
+			case activities.ErrTypeInvalidLLMOutput:
 				return nil, errs.Coded(errs.ErrUnavailable, "ai_output_invalid", "%s", app.Message())
-			case "SegmentInvalid", "SegmentNotFound":
+			case activities.ErrTypeInvalidSegment, activities.ErrTypeSegmentGone:
 				return nil, errs.Coded(errs.ErrInvalid, "not_draftable", "%s", app.Message())
 			}
 		}

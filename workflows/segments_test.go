@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -79,12 +80,14 @@ type computeCase struct {
 	withTargets     []string
 	withFail        []string
 
+	// wantRuns is how many runs loaded membership: SegmentComputeResult.Runs when the workflow
+	// succeeds, and the number of ActivationTargets calls (each such run fans out once).
+	wantRuns int
+	// wantBegins is how many times BeginCompute was called; 0 means wantRuns (no run failed).
 	wantBegins   int
-	wantRuns     int    // SegmentComputeResult.Runs
 	wantErrType  string // "" means the workflow succeeds
 	wantErrMsg   string // the workflow error contains it
 	wantFails    []activities.FailComputeInput
-	wantTargets  int
 	wantChildren []childStart
 }
 
@@ -99,6 +102,14 @@ func runCompute(t *testing.T, c computeCase) (*computeRecorder, SegmentComputeRe
 	rec := &computeRecorder{}
 	wfID := SegmentComputeID(testTenant, testSegment)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: wfID, TaskQueue: "test"})
+	// deliverWith sends the signals of a with* field when call is an activity's first one.
+	deliverWith := func(call int, names []string) {
+		if call == 1 {
+			for _, name := range names {
+				env.SignalWorkflowSkippingWorkflowTask(name, nil)
+			}
+		}
+	}
 
 	env.OnActivity(acts.BeginCompute, mock.Anything, mock.Anything).After(c.beginDelay).Return(
 		func(_ context.Context, in activities.BeginComputeInput) (activities.BeginComputeResult, error) {
@@ -106,11 +117,7 @@ func runCompute(t *testing.T, c computeCase) (*computeRecorder, SegmentComputeRe
 			defer rec.mu.Unlock()
 			rec.begins = append(rec.begins, in)
 			n := len(rec.begins)
-			if n == 1 {
-				for _, name := range c.withBegin {
-					env.SignalWorkflowSkippingWorkflowTask(name, nil)
-				}
-			}
+			deliverWith(n, c.withBegin)
 			if err := c.beginErrs[n]; err != nil {
 				return activities.BeginComputeResult{}, err
 			}
@@ -122,11 +129,7 @@ func runCompute(t *testing.T, c computeCase) (*computeRecorder, SegmentComputeRe
 			defer rec.mu.Unlock()
 			rec.materializes = append(rec.materializes, in)
 			n := len(rec.materializes)
-			if n == 1 {
-				for _, name := range c.withMaterialize {
-					env.SignalWorkflowSkippingWorkflowTask(name, nil)
-				}
-			}
+			deliverWith(n, c.withMaterialize)
 			if err := c.matErrs[n]; err != nil {
 				return segment.RunResult{}, err
 			}
@@ -142,11 +145,7 @@ func runCompute(t *testing.T, c computeCase) (*computeRecorder, SegmentComputeRe
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
 			rec.fails = append(rec.fails, in)
-			if len(rec.fails) == 1 {
-				for _, name := range c.withFail {
-					env.SignalWorkflowSkippingWorkflowTask(name, nil)
-				}
-			}
+			deliverWith(len(rec.fails), c.withFail)
 			return nil
 		})
 	env.OnActivity(acts.ActivationTargets, mock.Anything, mock.Anything).After(c.targetsDelay).Return(
@@ -154,11 +153,7 @@ func runCompute(t *testing.T, c computeCase) (*computeRecorder, SegmentComputeRe
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
 			rec.targets = append(rec.targets, in)
-			if len(rec.targets) == 1 {
-				for _, name := range c.withTargets {
-					env.SignalWorkflowSkippingWorkflowTask(name, nil)
-				}
-			}
+			deliverWith(len(rec.targets), c.withTargets)
 			if c.targetsErr != nil {
 				return activities.ActivationTargetsResult{}, c.targetsErr
 			}
@@ -213,79 +208,61 @@ func TestSegmentCompute(t *testing.T) {
 	wfID := SegmentComputeID(testTenant, testSegment)
 	cases := []computeCase{
 		{
-			name:        "happy path without connectors",
-			wantBegins:  1,
-			wantRuns:    1,
-			wantTargets: 1,
+			name:     "happy path without connectors",
+			wantRuns: 1,
 		},
 		{
-			name:        "happy path with slow activities",
-			beginDelay:  time.Second,
-			matDelay:    time.Hour,
-			wantBegins:  1,
-			wantRuns:    1,
-			wantTargets: 1,
+			name:       "happy path with slow activities",
+			beginDelay: time.Second,
+			matDelay:   time.Hour,
+			wantRuns:   1,
 		},
 		{
-			name:        "initial SignalWithStart compute signal does not rerun",
-			beginDelay:  time.Second,
-			matDelay:    time.Minute,
-			signals:     []timedSignal{{0, SignalCompute}},
-			wantBegins:  1,
-			wantRuns:    1,
-			wantTargets: 1,
+			name:       "initial SignalWithStart compute signal does not rerun",
+			beginDelay: time.Second,
+			matDelay:   time.Minute,
+			signals:    []timedSignal{{0, SignalCompute}},
+			wantRuns:   1,
 		},
 		{
-			name:        "initial SignalWithStart recompute signal does not rerun",
-			beginDelay:  time.Second,
-			matDelay:    time.Minute,
-			signals:     []timedSignal{{0, SignalRecompute}},
-			wantBegins:  1,
-			wantRuns:    1,
-			wantTargets: 1,
+			name:       "initial SignalWithStart recompute signal does not rerun",
+			beginDelay: time.Second,
+			matDelay:   time.Minute,
+			signals:    []timedSignal{{0, SignalRecompute}},
+			wantRuns:   1,
 		},
 		{
-			name:        "initial signals of both kinds do not rerun",
-			beginDelay:  time.Second,
-			matDelay:    time.Minute,
-			signals:     []timedSignal{{0, SignalCompute}, {0, SignalRecompute}, {0, SignalCompute}},
-			wantBegins:  1,
-			wantRuns:    1,
-			wantTargets: 1,
+			name:       "initial signals of both kinds do not rerun",
+			beginDelay: time.Second,
+			matDelay:   time.Minute,
+			signals:    []timedSignal{{0, SignalCompute}, {0, SignalRecompute}, {0, SignalCompute}},
+			wantRuns:   1,
 		},
 		{
-			name:        "compute while materializing joins the run",
-			matDelay:    10 * time.Minute,
-			signals:     []timedSignal{{time.Minute, SignalCompute}},
-			wantBegins:  1,
-			wantRuns:    1,
-			wantTargets: 1,
+			name:     "compute while materializing joins the run",
+			matDelay: 10 * time.Minute,
+			signals:  []timedSignal{{time.Minute, SignalCompute}},
+			wantRuns: 1,
 		},
 		{
 			name:         "compute after load while fanning out runs once more",
 			matDelay:     time.Minute,
 			targetsDelay: 10 * time.Minute,
 			signals:      []timedSignal{{5 * time.Minute, SignalCompute}},
-			wantBegins:   2,
 			wantRuns:     2,
-			wantTargets:  2,
 		},
 		{
-			name:        "recompute while materializing runs once more",
-			matDelay:    10 * time.Minute,
-			signals:     []timedSignal{{time.Minute, SignalRecompute}},
-			wantBegins:  2,
-			wantRuns:    2,
-			wantTargets: 2,
+			name:     "recompute while materializing runs once more",
+			matDelay: 10 * time.Minute,
+			signals:  []timedSignal{{time.Minute, SignalRecompute}},
+			wantRuns: 2,
 		},
 		{
 			name:         "recompute while fanning out runs once more",
 			matDelay:     time.Minute,
 			targetsDelay: 10 * time.Minute,
 			signals:      []timedSignal{{5 * time.Minute, SignalRecompute}},
-			wantBegins:   2,
 			wantRuns:     2,
-			wantTargets:  2,
 		},
 		{
 			name:     "several signals while materializing give one extra run",
@@ -294,9 +271,7 @@ func TestSegmentCompute(t *testing.T) {
 				{time.Minute, SignalCompute}, {time.Minute, SignalRecompute}, {time.Minute, SignalRecompute},
 				{2 * time.Minute, SignalCompute}, {3 * time.Minute, SignalRecompute},
 			},
-			wantBegins:  2,
-			wantRuns:    2,
-			wantTargets: 2,
+			wantRuns: 2,
 		},
 		{
 			name:         "several signals while fanning out give one extra run",
@@ -306,9 +281,7 @@ func TestSegmentCompute(t *testing.T) {
 				{5 * time.Minute, SignalCompute}, {5 * time.Minute, SignalCompute}, {5 * time.Minute, SignalRecompute},
 				{6 * time.Minute, SignalCompute}, {7 * time.Minute, SignalRecompute},
 			},
-			wantBegins:  2,
-			wantRuns:    2,
-			wantTargets: 2,
+			wantRuns: 2,
 		},
 		{
 			name:         "signals in the second run's load join it",
@@ -319,41 +292,33 @@ func TestSegmentCompute(t *testing.T) {
 				{15 * time.Minute, SignalCompute}, // run 2 materializing: joins it
 				{16 * time.Minute, SignalCompute},
 			},
-			wantBegins:  2,
-			wantRuns:    2,
-			wantTargets: 2,
+			wantRuns: 2,
 		},
 		{
 			name:         "compute delivered with the final workflow task is not dropped",
 			matDelay:     time.Minute,
 			targetsDelay: 10 * time.Minute,
 			withTargets:  []string{SignalCompute},
-			wantBegins:   2,
 			wantRuns:     2,
-			wantTargets:  2,
 		},
 		{
 			name:         "recompute delivered with the final workflow task is not dropped",
 			matDelay:     time.Minute,
 			targetsDelay: 10 * time.Minute,
 			withTargets:  []string{SignalRecompute},
-			wantBegins:   2,
 			wantRuns:     2,
-			wantTargets:  2,
 		},
 		{
 			name:            "compute delivered with the Materialize completion joins the run",
 			matDelay:        10 * time.Minute,
 			withMaterialize: []string{SignalCompute},
-			wantBegins:      1,
 			wantRuns:        1,
-			wantTargets:     1,
 		},
 		{
 			name:       "compute while BeginCompute runs joins the run",
 			beginDelay: 10 * time.Minute,
 			signals:    []timedSignal{{time.Minute, SignalCompute}},
-			wantBegins: 1, wantRuns: 1, wantTargets: 1,
+			wantRuns:   1,
 		},
 		{
 			// The run has not read the definition yet as far as the workflow knows (see the
@@ -361,26 +326,22 @@ func TestSegmentCompute(t *testing.T) {
 			name:       "recompute while BeginCompute runs is served by the run",
 			beginDelay: 10 * time.Minute,
 			signals:    []timedSignal{{time.Minute, SignalRecompute}},
-			wantBegins: 1, wantRuns: 1, wantTargets: 1,
+			wantRuns:   1,
 		},
 		{
 			// BeginCompute read the version just before a PATCH committed and the recompute
 			// signal arrived while it ran: the result says the definition moved on.
-			name:        "a run that computed an older version than the latest runs again",
-			beginDelay:  10 * time.Minute,
-			signals:     []timedSignal{{time.Minute, SignalRecompute}},
-			staleFirst:  true,
-			wantBegins:  2,
-			wantRuns:    2,
-			wantTargets: 2,
+			name:       "a run that computed an older version than the latest runs again",
+			beginDelay: 10 * time.Minute,
+			signals:    []timedSignal{{time.Minute, SignalRecompute}},
+			staleFirst: true,
+			wantRuns:   2,
 		},
 		{
-			name:        "recompute delivered just before the BeginCompute completion is served by the run",
-			beginDelay:  time.Minute,
-			withBegin:   []string{SignalRecompute},
-			wantBegins:  1,
-			wantRuns:    1,
-			wantTargets: 1,
+			name:       "recompute delivered just before the BeginCompute completion is served by the run",
+			beginDelay: time.Minute,
+			withBegin:  []string{SignalRecompute},
+			wantRuns:   1,
 		},
 		{
 			// Only the first request of a task can be ordered against the completion; the
@@ -388,26 +349,21 @@ func TestSegmentCompute(t *testing.T) {
 			name:            "two computes delivered with the Materialize completion give one extra run",
 			matDelay:        10 * time.Minute,
 			withMaterialize: []string{SignalCompute, SignalCompute},
-			wantBegins:      2,
 			wantRuns:        2,
-			wantTargets:     2,
 		},
 		{
 			name:            "recompute delivered with the Materialize completion runs once more",
 			matDelay:        10 * time.Minute,
 			withMaterialize: []string{SignalRecompute},
-			wantBegins:      2,
 			wantRuns:        2,
-			wantTargets:     2,
 		},
 		{
-			name:        "compute delivered with the final FailCompute completion runs again",
-			matErrs:     map[int]error{1: appErr("bad definition", activities.ErrTypeInvalidSegment)},
-			failDelay:   time.Minute,
-			withFail:    []string{SignalCompute},
-			wantBegins:  2,
-			wantRuns:    1,
-			wantTargets: 1,
+			name:       "compute delivered with the final FailCompute completion runs again",
+			matErrs:    map[int]error{1: appErr("bad definition", activities.ErrTypeInvalidSegment)},
+			failDelay:  time.Minute,
+			withFail:   []string{SignalCompute},
+			wantBegins: 2,
+			wantRuns:   1,
 			wantFails: []activities.FailComputeInput{
 				{TenantID: testTenant, SegmentID: testSegment, RunID: 101, Message: "bad definition"},
 			},
@@ -444,25 +400,23 @@ func TestSegmentCompute(t *testing.T) {
 			},
 		},
 		{
-			name:        "failure with a pending recompute runs again",
-			matDelay:    10 * time.Minute,
-			matErrs:     map[int]error{1: appErr("bad definition", activities.ErrTypeInvalidSegment)},
-			signals:     []timedSignal{{time.Minute, SignalRecompute}},
-			wantBegins:  2,
-			wantRuns:    1, // only the second run succeeded
-			wantTargets: 1,
+			name:       "failure with a pending recompute runs again",
+			matDelay:   10 * time.Minute,
+			matErrs:    map[int]error{1: appErr("bad definition", activities.ErrTypeInvalidSegment)},
+			signals:    []timedSignal{{time.Minute, SignalRecompute}},
+			wantBegins: 2,
+			wantRuns:   1, // only the second run succeeded
 			wantFails: []activities.FailComputeInput{
 				{TenantID: testTenant, SegmentID: testSegment, RunID: 101, Message: "bad definition"},
 			},
 		},
 		{
-			name:        "compute signal while recording the failure runs again",
-			matErrs:     map[int]error{1: appErr("bad definition", activities.ErrTypeInvalidSegment)},
-			failDelay:   10 * time.Minute,
-			signals:     []timedSignal{{time.Minute, SignalCompute}},
-			wantBegins:  2,
-			wantRuns:    1,
-			wantTargets: 1,
+			name:       "compute signal while recording the failure runs again",
+			matErrs:    map[int]error{1: appErr("bad definition", activities.ErrTypeInvalidSegment)},
+			failDelay:  10 * time.Minute,
+			signals:    []timedSignal{{time.Minute, SignalCompute}},
+			wantBegins: 2,
+			wantRuns:   1,
 			wantFails: []activities.FailComputeInput{
 				{TenantID: testTenant, SegmentID: testSegment, RunID: 101, Message: "bad definition"},
 			},
@@ -481,23 +435,19 @@ func TestSegmentCompute(t *testing.T) {
 			},
 		},
 		{
-			name:        "two connectors start two abandoned sync children",
-			connectors:  []int64{3, 9},
-			wantBegins:  1,
-			wantRuns:    1,
-			wantTargets: 1,
+			name:       "two connectors start two abandoned sync children",
+			connectors: []int64{3, 9},
+			wantRuns:   1,
 			wantChildren: []childStart{
 				{ID: "activation-sync:7:3:101", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 3, RunID: 101}},
 				{ID: "activation-sync:7:9:101", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 9, RunID: 101}},
 			},
 		},
 		{
-			name:        "failing sync children do not fail the compute",
-			connectors:  []int64{3, 9},
-			childErr:    temporal.NewNonRetryableApplicationError("platform said no", "ActivationFailed", nil),
-			wantBegins:  1,
-			wantRuns:    1,
-			wantTargets: 1,
+			name:       "failing sync children do not fail the compute",
+			connectors: []int64{3, 9},
+			childErr:   temporal.NewNonRetryableApplicationError("platform said no", "ActivationFailed", nil),
+			wantRuns:   1,
 			wantChildren: []childStart{
 				{ID: "activation-sync:7:3:101", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 3, RunID: 101}},
 				{ID: "activation-sync:7:9:101", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 9, RunID: 101}},
@@ -507,29 +457,23 @@ func TestSegmentCompute(t *testing.T) {
 			name:         "sync children that cannot start do not fail the compute",
 			connectors:   []int64{3},
 			childNoStart: true,
-			wantBegins:   1,
 			wantRuns:     1,
-			wantTargets:  1,
 			// the start is attempted (the listener sees it) and fails
 			wantChildren: []childStart{
 				{ID: "activation-sync:7:3:101", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 3, RunID: 101}},
 			},
 		},
 		{
-			name:        "a failing ActivationTargets does not fail the compute",
-			targetsErr:  appErr("connectors unavailable", "Whatever"),
-			wantBegins:  1,
-			wantRuns:    1,
-			wantTargets: 1,
+			name:       "a failing ActivationTargets does not fail the compute",
+			targetsErr: appErr("connectors unavailable", "Whatever"),
+			wantRuns:   1,
 		},
 		{
-			name:        "each run fans out with its own run id",
-			connectors:  []int64{3},
-			matDelay:    10 * time.Minute,
-			signals:     []timedSignal{{time.Minute, SignalRecompute}},
-			wantBegins:  2,
-			wantRuns:    2,
-			wantTargets: 2,
+			name:       "each run fans out with its own run id",
+			connectors: []int64{3},
+			matDelay:   10 * time.Minute,
+			signals:    []timedSignal{{time.Minute, SignalRecompute}},
+			wantRuns:   2,
 			wantChildren: []childStart{
 				{ID: "activation-sync:7:3:101", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 3, RunID: 101}},
 				{ID: "activation-sync:7:3:102", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 3, RunID: 102}},
@@ -559,8 +503,12 @@ func TestSegmentCompute(t *testing.T) {
 				}
 			}
 
-			if len(rec.begins) != c.wantBegins {
-				t.Errorf("BeginCompute called %d times, want %d", len(rec.begins), c.wantBegins)
+			wantBegins := c.wantBegins
+			if wantBegins == 0 {
+				wantBegins = c.wantRuns
+			}
+			if len(rec.begins) != wantBegins {
+				t.Errorf("BeginCompute called %d times, want %d", len(rec.begins), wantBegins)
 			}
 			for i, in := range rec.begins {
 				want := activities.BeginComputeInput{TenantID: testTenant, SegmentID: testSegment, WorkflowID: wfID}
@@ -610,8 +558,8 @@ func TestSegmentCompute(t *testing.T) {
 				t.Errorf("FailCompute inputs = %+v, want %+v", rec.fails, c.wantFails)
 			}
 
-			if len(rec.targets) != c.wantTargets {
-				t.Errorf("ActivationTargets called %d times, want %d", len(rec.targets), c.wantTargets)
+			if len(rec.targets) != c.wantRuns {
+				t.Errorf("ActivationTargets called %d times, want once per loaded run (%d)", len(rec.targets), c.wantRuns)
 			}
 			for i, in := range rec.targets {
 				if i < len(rec.results) {
@@ -632,8 +580,9 @@ func TestSegmentCompute(t *testing.T) {
 	}
 }
 
-// TestSegmentComputeChildOptions checks the search attributes and parent close policy of the
-// activation children (the listener does not see them).
+// TestSegmentComputeChildOptions checks the search attributes of the activation children (the
+// listener does not see them); TestSegmentComputeAbandonsSyncChildren checks their parent close
+// policy.
 func TestSegmentComputeChildOptions(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
@@ -725,18 +674,20 @@ func TestSegmentComputeAbandonsSyncChildren(t *testing.T) {
 }
 
 func TestFailureMessage(t *testing.T) {
+	timeout := temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)
 	cases := []struct {
 		name string
 		err  error
 		want string
 	}{
-		{"application error", temporal.NewNonRetryableApplicationError("bad field", "SegmentInvalid", nil), "bad field"},
+		{"application error", temporal.NewNonRetryableApplicationError("bad field", activities.ErrTypeInvalidSegment, nil), "bad field"},
 		{"wrapped application error", fmt.Errorf("activity: %w", temporal.NewApplicationError("quota", "Q")), "quota"},
+		{"timeout names the job", fmt.Errorf("activity: %w", timeout), "the export timed out: " + timeout.Error()},
 		{"plain error", errors.New("plain"), "plain"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := failureMessage(c.err); got != c.want {
+			if got := failureMessage("export", c.err); got != c.want {
 				t.Errorf("failureMessage = %q, want %q", got, c.want)
 			}
 		})
@@ -754,8 +705,7 @@ func TestSegmentDraft(t *testing.T) {
 		name        string
 		answers     []draftAnswer // by attempt; the last repeats
 		saveErr     error
-		wantCalls   int
-		wantPrev    []string // PreviousError of each DraftDefinition call
+		wantPrev    []string // PreviousError of each DraftDefinition call, one per call
 		wantSaved   bool
 		wantErrType string
 		wantErrMsg  string
@@ -763,7 +713,6 @@ func TestSegmentDraft(t *testing.T) {
 		{
 			name:      "valid at once",
 			answers:   []draftAnswer{{res: activities.DraftResult{Definition: def}}},
-			wantCalls: 1,
 			wantPrev:  []string{""},
 			wantSaved: true,
 		},
@@ -774,7 +723,6 @@ func TestSegmentDraft(t *testing.T) {
 				{res: activities.DraftResult{Invalid: "no JSON in the answer"}},
 				{res: activities.DraftResult{Definition: def}},
 			},
-			wantCalls: 3,
 			wantPrev:  []string{"", "unknown event \"sign_up\"", "no JSON in the answer"},
 			wantSaved: true,
 		},
@@ -785,15 +733,13 @@ func TestSegmentDraft(t *testing.T) {
 				{res: activities.DraftResult{Invalid: "second problem"}},
 				{res: activities.DraftResult{Invalid: "third problem"}},
 			},
-			wantCalls:   DraftAttempts,
-			wantPrev:    []string{"", "first problem", "second problem"},
+			wantPrev:    []string{"", "first problem", "second problem"}, // DraftAttempts calls
 			wantErrType: activities.ErrTypeInvalidLLMOutput,
 			wantErrMsg:  "third problem",
 		},
 		{
 			name:        "provider error is surfaced",
 			answers:     []draftAnswer{{err: appErr("only ai segments are drafted", activities.ErrTypeInvalidSegment)}},
-			wantCalls:   1,
 			wantPrev:    []string{""},
 			wantErrType: activities.ErrTypeInvalidSegment,
 			wantErrMsg:  "only ai segments are drafted",
@@ -804,7 +750,6 @@ func TestSegmentDraft(t *testing.T) {
 				{res: activities.DraftResult{Invalid: "first problem"}},
 				{err: appErr("segment gone", activities.ErrTypeSegmentGone)},
 			},
-			wantCalls:   2,
 			wantPrev:    []string{"", "first problem"},
 			wantErrType: activities.ErrTypeSegmentGone,
 			wantErrMsg:  "segment gone",
@@ -813,7 +758,6 @@ func TestSegmentDraft(t *testing.T) {
 			name:        "save error is surfaced",
 			answers:     []draftAnswer{{res: activities.DraftResult{Definition: def}}},
 			saveErr:     appErr("segment gone", activities.ErrTypeSegmentGone),
-			wantCalls:   1,
 			wantPrev:    []string{""},
 			wantSaved:   true,
 			wantErrType: activities.ErrTypeSegmentGone,
@@ -858,7 +802,7 @@ func TestSegmentDraft(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 
-			if len(prevs) != c.wantCalls || !reflect.DeepEqual(prevs, c.wantPrev) {
+			if !reflect.DeepEqual(prevs, c.wantPrev) {
 				t.Errorf("DraftDefinition PreviousError per call = %q, want %q", prevs, c.wantPrev)
 			}
 			if c.wantSaved {
@@ -917,27 +861,31 @@ func TestSegmentDraftRetriesProviderFailures(t *testing.T) {
 
 func TestSegmentExport(t *testing.T) {
 	cases := []struct {
-		name     string
-		writeErr error
-		wantFail *activities.FailExportInput
-		wantErr  string
-		wantRes  activities.ExportResult
+		name       string
+		writeErr   error
+		wantWrites int // WriteExport attempts
+		wantFail   *activities.FailExportInput
+		wantErr    string
+		wantRes    activities.ExportResult
 	}{
 		{
-			name:    "written",
-			wantRes: activities.ExportResult{RowCount: 1234, Key: "exports/7/9.csv"},
+			name:       "written",
+			wantWrites: 1,
+			wantRes:    activities.ExportResult{RowCount: 1234, Key: "exports/7/9.csv"},
 		},
 		{
-			name:     "write fails",
-			writeErr: appErr("segment 42 is not computed", activities.ErrTypeInvalidSegment),
-			wantFail: &activities.FailExportInput{TenantID: testTenant, ExportID: 9, Message: "segment 42 is not computed"},
-			wantErr:  activities.ErrTypeInvalidSegment,
+			name:       "permanent failure is not retried",
+			writeErr:   appErr("segment 42 is not computed", activities.ErrTypeInvalidSegment),
+			wantWrites: 1,
+			wantFail:   &activities.FailExportInput{TenantID: testTenant, ExportID: 9, Message: "segment 42 is not computed"},
+			wantErr:    activities.ErrTypeInvalidSegment,
 		},
 		{
-			name:     "write keeps failing after retries",
-			writeErr: errors.New("blob store down"),
-			wantFail: &activities.FailExportInput{TenantID: testTenant, ExportID: 9, Message: "blob store down"},
-			wantErr:  "blob store down",
+			name:       "write keeps failing after retries",
+			writeErr:   errors.New("blob store down"),
+			wantWrites: 3, // the retry policy's MaximumAttempts
+			wantFail:   &activities.FailExportInput{TenantID: testTenant, ExportID: 9, Message: "blob store down"},
+			wantErr:    "blob store down",
 		},
 	}
 	for _, c := range cases {
@@ -973,8 +921,13 @@ func TestSegmentExport(t *testing.T) {
 			err := env.GetWorkflowError()
 			mu.Lock()
 			defer mu.Unlock()
-			if len(writes) == 0 || writes[0] != (activities.ExportInput{TenantID: testTenant, ExportID: 9}) {
-				t.Errorf("WriteExport inputs = %+v", writes)
+			if len(writes) != c.wantWrites {
+				t.Errorf("WriteExport called %d times, want %d", len(writes), c.wantWrites)
+			}
+			for _, in := range writes {
+				if in != (activities.ExportInput{TenantID: testTenant, ExportID: 9}) {
+					t.Errorf("WriteExport input = %+v", in)
+				}
 			}
 			if c.wantFail == nil {
 				if err != nil {

@@ -237,8 +237,14 @@ func TestSkeletonCheck(t *testing.T) {
 	sk := newSkeleton(a, 42)
 	skel := &segment.Definition{Logic: a.Logic, Conditions: sk.nodes(a.Conditions)}
 	for _, d := range dialects {
-		qa, _ := segment.Compile(a, d, compileOpts)
-		qs, _ := segment.Compile(skel, d, compileOpts)
+		qa, err := segment.Compile(a, d, compileOpts)
+		if err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		qs, err := segment.Compile(skel, d, compileOpts)
+		if err != nil {
+			t.Fatalf("%s: skeleton: %v", d, err)
+		}
 		if qa.SQL != qs.SQL {
 			t.Fatalf("%s: skeleton SQL differs:\n%s\n%s", d, qa.SQL, qs.SQL)
 		}

@@ -30,8 +30,9 @@ func assertJSON(t *testing.T, got []byte, want string) {
 
 // Shorthands for expected conditions.
 const (
-	orderSum = `"type":"monetary","event_type":"order_completed","property":"amount","metric":"sum"`
-	and1     = `{"logic":"AND","conditions":[`
+	orderSum     = `"type":"monetary","event_type":"order_completed","property":"amount","metric":"sum"`
+	orderRecency = `"type":"recency","event_type":"order_completed"`
+	and1         = `{"logic":"AND","conditions":[`
 )
 
 // tenantHints is a tenant whose names differ from the defaults. "Page Viewed" is not a valid
@@ -124,37 +125,37 @@ func TestRules(t *testing.T) {
 		{
 			name: "haven't ordered in N days",
 			desc: "haven't ordered in 30 days",
-			want: and1 + `{"type":"recency","event_type":"order_completed","operator":"gt","window_days":30}]}`,
+			want: and1 + `{` + orderRecency + `,"operator":"gt","window_days":30}]}`,
 		},
 		{
 			name: "no purchase in the last N days",
 			desc: "No purchase in the last 30 days",
-			want: and1 + `{"type":"recency","event_type":"order_completed","operator":"gt","window_days":30}]}`,
+			want: and1 + `{` + orderRecency + `,"operator":"gt","window_days":30}]}`,
 		},
 		{
 			name: "lapsed for over",
 			desc: "lapsed for over 60 days",
-			want: and1 + `{"type":"recency","event_type":"order_completed","operator":"gt","window_days":60}]}`,
+			want: and1 + `{` + orderRecency + `,"operator":"gt","window_days":60}]}`,
 		},
 		{
 			name: "last ordered more than N days ago",
 			desc: "last ordered more than 90 days ago",
-			want: and1 + `{"type":"recency","event_type":"order_completed","operator":"gt","window_days":90}]}`,
+			want: and1 + `{` + orderRecency + `,"operator":"gt","window_days":90}]}`,
 		},
 		{
 			name: "ordered in the last week",
 			desc: "ordered in the last 7 days",
-			want: and1 + `{"type":"recency","event_type":"order_completed","operator":"lte","window_days":7}]}`,
+			want: and1 + `{` + orderRecency + `,"operator":"lte","window_days":7}]}`,
 		},
 		{
 			name: "purchased within a week",
 			desc: "purchased within a week",
-			want: and1 + `{"type":"recency","event_type":"order_completed","operator":"lte","window_days":7}]}`,
+			want: and1 + `{` + orderRecency + `,"operator":"lte","window_days":7}]}`,
 		},
 		{
 			name: "bought yesterday",
 			desc: "customers who bought something yesterday",
-			want: and1 + `{"type":"recency","event_type":"order_completed","operator":"lte","window_days":1}]}`,
+			want: and1 + `{` + orderRecency + `,"operator":"lte","window_days":1}]}`,
 		},
 		{
 			name:  "recency with tenant hints",
@@ -165,7 +166,7 @@ func TestRules(t *testing.T) {
 		{
 			name: "ordered but not recently",
 			desc: "ordered in the last 30 days but not in the last 7 days",
-			want: and1 + `{"type":"recency","event_type":"order_completed","operator":"lte","window_days":30},{"logic":"AND","negate":true,"conditions":[{"type":"recency","event_type":"order_completed","operator":"lte","window_days":7}]}]}`,
+			want: and1 + `{` + orderRecency + `,"operator":"lte","window_days":30},{"logic":"AND","negate":true,"conditions":[{` + orderRecency + `,"operator":"lte","window_days":7}]}]}`,
 		},
 		{
 			name: "between days ago",
@@ -320,7 +321,7 @@ func TestRules(t *testing.T) {
 		{
 			name: "and binds tighter than or",
 			desc: "haven't ordered in over 60 days and are from Germany, or never ordered",
-			want: `{"logic":"OR","conditions":[{"logic":"AND","conditions":[{"type":"recency","event_type":"order_completed","operator":"gt","window_days":60},{"type":"trait","trait":"country","operator":"eq","value":"Germany"}]},{"type":"frequency","event_type":"order_completed","operator":"eq","value":0}]}`,
+			want: `{"logic":"OR","conditions":[{"logic":"AND","conditions":[{` + orderRecency + `,"operator":"gt","window_days":60},{"type":"trait","trait":"country","operator":"eq","value":"Germany"}]},{"type":"frequency","event_type":"order_completed","operator":"eq","value":0}]}`,
 		},
 		{
 			name: "who clauses and symbols",

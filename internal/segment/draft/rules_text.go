@@ -315,9 +315,33 @@ func extractTime(s string) (timeSpec, string, error) {
 	return t, rest, nil
 }
 
+// comparedDays reads the "[comparator] number unit" part of a time match: the comparator is
+// submatch g of m (absent: comp is ""), the number and the unit the two after it.
+func comparedDays(s string, m []int, g int) (days int, comp string, ok bool) {
+	n, ok := parseNumA(s[m[2*g+2]:m[2*g+3]])
+	if !ok {
+		return 0, "", false
+	}
+	if days, ok = unitDays(n, s[m[2*g+4]:m[2*g+5]]); !ok {
+		return 0, "", false
+	}
+	if m[2*g] >= 0 {
+		comp = compOp(s[m[2*g]:m[2*g+1]])
+	}
+	return days, comp, true
+}
+
 func extractOneTime(s string) (timeSpec, string, error) {
 	bad := func() (timeSpec, string, error) {
 		return timeSpec{}, s, notUnderstood("the time range in %q is not a whole number of days between 1 and %d", display(s), maxDays)
+	}
+	// window is a "within 30 days" / "over 2 weeks" match (submatches: comparator, number, unit).
+	window := func(m []int) (timeSpec, string, error) {
+		d, comp, ok := comparedDays(s, m, 1)
+		if !ok {
+			return bad()
+		}
+		return timeSpec{kind: timeWindow, days: d, comp: comp}, collapse(s, m[0], m[1]), nil
 	}
 	if m := reTimeBetween.FindStringSubmatchIndex(s); m != nil {
 		a, errA := strconv.ParseFloat(s[m[2]:m[3]], 64)
@@ -354,19 +378,12 @@ func extractOneTime(s string) (timeSpec, string, error) {
 		return timeSpec{kind: timeBetween, lo: lo, hi: hi}, rest, nil
 	}
 	if m := reTimeAgo.FindStringSubmatchIndex(s); m != nil {
-		n, ok := parseNumA(s[m[6]:m[7]])
+		// Submatches: since/from, comparator, number, unit.
+		d, comp, ok := comparedDays(s, m, 2)
 		if !ok {
 			return bad()
 		}
-		d, ok := unitDays(n, s[m[8]:m[9]])
-		if !ok {
-			return bad()
-		}
-		t := timeSpec{kind: timeAgo, days: d, since: m[2] >= 0}
-		if m[4] >= 0 {
-			t.comp = compOp(s[m[4]:m[5]])
-		}
-		return t, collapse(s, m[0], m[1]), nil
+		return timeSpec{kind: timeAgo, days: d, comp: comp, since: m[2] >= 0}, collapse(s, m[0], m[1]), nil
 	}
 	if m := reTimeLast.FindStringSubmatchIndex(s); m != nil {
 		n := 1.0
@@ -384,19 +401,7 @@ func extractOneTime(s string) (timeSpec, string, error) {
 		return timeSpec{kind: timeWindow, days: d}, collapse(s, m[0], m[1]), nil
 	}
 	if m := reTimeWithin.FindStringSubmatchIndex(s); m != nil {
-		n, ok := parseNumA(s[m[4]:m[5]])
-		if !ok {
-			return bad()
-		}
-		d, ok := unitDays(n, s[m[6]:m[7]])
-		if !ok {
-			return bad()
-		}
-		t := timeSpec{kind: timeWindow, days: d}
-		if m[2] >= 0 {
-			t.comp = compOp(s[m[2]:m[3]])
-		}
-		return t, collapse(s, m[0], m[1]), nil
+		return window(m)
 	}
 	if m := reTimeThis.FindStringSubmatchIndex(s); m != nil {
 		d := 1
@@ -419,19 +424,7 @@ func extractOneTime(s string) (timeSpec, string, error) {
 		return timeSpec{kind: timeWindow, days: d}, collapse(s, m[0], m[1]), nil
 	}
 	if m := reTimeBare.FindStringSubmatchIndex(s); m != nil {
-		n, ok := parseNumA(s[m[4]:m[5]])
-		if !ok {
-			return bad()
-		}
-		d, ok := unitDays(n, s[m[6]:m[7]])
-		if !ok {
-			return bad()
-		}
-		t := timeSpec{kind: timeWindow, days: d}
-		if m[2] >= 0 {
-			t.comp = compOp(s[m[2]:m[3]])
-		}
-		return t, collapse(s, m[0], m[1]), nil
+		return window(m)
 	}
 	if m := reTimeRecent.FindStringIndex(s); m != nil {
 		return timeSpec{kind: timeWindow, days: 30}, collapse(s, m[0], m[1]), nil

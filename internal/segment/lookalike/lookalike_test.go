@@ -488,8 +488,8 @@ func TestNewMatrixCopiesNames(t *testing.T) {
 
 func TestScorePercentile(t *testing.T) {
 	t.Run("exact values", func(t *testing.T) {
-		// One feature: the centroid points "up"; every candidate above the
-		// mean has similarity 1, every one below -1, the mean itself 0.
+		// Four candidates from close to the seed to far from it: four
+		// distinct similarities, so the percentiles are 100, 75, 50 and 25.
 		m := NewMatrix([]string{"f1", "f2"}, 8)
 		add := func(id string, f1, f2 float64) {
 			if err := m.Add(id, []float64{f1, f2}); err != nil {
