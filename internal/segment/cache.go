@@ -19,15 +19,15 @@ import (
 // notification arrives (milliseconds). As a safety net the versions are also polled every
 // PollEvery; while the listener is disconnected the cache is bypassed entirely.
 type MembershipCache struct {
-	svc        *Service
-	pool       *pgxpool.Pool
-	log        *slog.Logger
-	maxPerTent int
-	pollEvery  time.Duration
+	svc          *Service
+	pool         *pgxpool.Pool
+	log          *slog.Logger
+	maxPerTenant int
+	pollEvery    time.Duration
 
 	mu      sync.RWMutex
 	live    bool   // listening: entries may be served
-	gen     uint64 // generation of the last reset of a tenant's entries
+	gen     uint64 // bumped by every reset of a tenant's entries (and of all of them)
 	tenants map[int64]*tenantEntries
 }
 
@@ -51,7 +51,7 @@ func NewMembershipCache(svc *Service, pool *pgxpool.Pool, log *slog.Logger, o Ca
 	if o.PollEvery <= 0 {
 		o.PollEvery = 5 * time.Second
 	}
-	return &MembershipCache{svc: svc, pool: pool, log: log, maxPerTent: o.MaxUsersPerTenant, pollEvery: o.PollEvery, tenants: map[int64]*tenantEntries{}}
+	return &MembershipCache{svc: svc, pool: pool, log: log, maxPerTenant: o.MaxUsersPerTenant, pollEvery: o.PollEvery, tenants: map[int64]*tenantEntries{}}
 }
 
 // Lookup returns the user's segment ids and whether they came from memory.
@@ -59,7 +59,7 @@ func (c *MembershipCache) Lookup(ctx context.Context, tenantID int64, userID str
 	c.mu.RLock()
 	live := c.live
 	te := c.tenants[tenantID]
-	var gen uint64
+	gen := c.gen // for a tenant without entries: any reset since makes the answer suspect
 	if te != nil {
 		if ids, ok := te.users[userID]; ok {
 			c.mu.RUnlock()
@@ -77,14 +77,16 @@ func (c *MembershipCache) Lookup(ctx context.Context, tenantID int64, userID str
 	te = c.tenants[tenantID]
 	switch {
 	case !c.live:
-	case te == nil && gen == 0:
-		// The tenant's version is learnt by the next poll; until then entries are kept under
-		// version -1, which any real version replaces.
+	case te == nil && c.gen == gen:
+		// Only when nothing was reset while we read the database (a listener reconnecting, say,
+		// which may have missed this tenant's notification). The tenant's version is learnt by
+		// the next poll; until then entries are kept under version -1, which any real version
+		// replaces.
 		c.gen++
 		c.tenants[tenantID] = &tenantEntries{version: -1, gen: c.gen, users: map[string][]int64{userID: ids}}
 	case te != nil && te.gen == gen:
 		// Only when no invalidation happened while we read the database.
-		if len(te.users) >= c.maxPerTent {
+		if len(te.users) >= c.maxPerTenant {
 			te.users = make(map[string][]int64)
 		}
 		te.users[userID] = ids
@@ -104,12 +106,17 @@ func (c *MembershipCache) invalidate(tenantID, version int64) {
 	c.tenants[tenantID] = &tenantEntries{version: version, gen: c.gen, users: map[string][]int64{}}
 }
 
+// setLive turns serving from memory on or off. Going off drops every entry: notifications may be
+// missed from then on. Going on keeps what the poll before it recorded (versions only: nothing is
+// stored while off).
 func (c *MembershipCache) setLive(live bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.live = live
-	c.gen++
-	c.tenants = map[int64]*tenantEntries{}
+	if !live {
+		c.gen++
+		c.tenants = map[int64]*tenantEntries{}
+	}
 }
 
 // Run listens for membership changes until ctx ends, reconnecting after failures.

@@ -3,7 +3,7 @@ package segment
 import (
 	"fmt"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -110,7 +110,7 @@ func Compile(def *Definition, d Dialect, o CompileOptions) (*Query, error) {
 		for i := range root.Conditions {
 			n := &root.Conditions[i]
 			if !n.IsGroup() && !n.Negate && !evalEmpty(n) {
-				if alias := c.sourceOf(n); alias != "" {
+				if alias := c.nodeSource[n]; alias != "" {
 					c.required[alias] = true
 				}
 			}
@@ -153,8 +153,8 @@ type compiler struct {
 	sources     []source
 	sourceIndex map[string]int
 	required    map[string]bool
-	rawTypeList []string
-	nodeSource  map[*Node]string
+	rawTypeList []string         // the event types the raw-event aggregates read
+	nodeSource  map[*Node]string // the single source a compiled condition reads (none for traits and in_segment)
 }
 
 // source is a per-user row set joined on user_id: a rollup (s0, s1, ...) or the raw-event
@@ -242,7 +242,7 @@ func (c *compiler) noteLower(t time.Time) {
 // aggregate registers a per-user aggregate of events of type et under filter and returns its
 // alias. fn is the aggregate function, arg its argument ("*" for COUNT(*)).
 func (c *compiler) aggregate(fn, arg, et, filter string) string {
-	if !contains(c.rawTypeList, et) {
+	if !slices.Contains(c.rawTypeList, et) {
 		c.rawTypeList = append(c.rawTypeList, et)
 	}
 	cond := "e.event_type = " + c.typed(c.bind(et), "text")
@@ -543,14 +543,11 @@ func (c *compiler) propertyStats(eventType, property string) string {
 	return c.addSource("props|"+et+"|"+p, fmt.Sprintf("SELECT user_id, n, total, min, max FROM warehouse.user_property_stats WHERE tenant_id = %s AND event_type = %s AND property = %s", c.tenant, et, p))
 }
 
-// sourceOf is the single source a compiled condition reads ("" for traits and in_segment).
-func (c *compiler) sourceOf(n *Node) string { return c.nodeSource[n] }
-
 func (c *compiler) postgresSQL(where string) string {
 	var b strings.Builder
 	if len(c.aggs) > 0 {
 		var raw strings.Builder
-		fmt.Fprintf(&raw, "SELECT e.user_id,\n    %s\n  FROM warehouse.events e\n  WHERE e.tenant_id = %s\n    AND e.event_type = ANY(%s)", c.aggSelect(false), c.tenant, c.typed(c.bind(c.rawTypes()), "text[]"))
+		fmt.Fprintf(&raw, "SELECT e.user_id,\n    %s\n  FROM warehouse.events e\n  WHERE e.tenant_id = %s\n    AND e.event_type = ANY(%s)", c.aggSelect(false), c.tenant, c.typed(c.bind(c.rawTypeList), "text[]"))
 		if c.boundedAll && !c.lower.IsZero() {
 			fmt.Fprintf(&raw, "\n    AND e.occurred_at >= %s", c.typed(c.bind(c.lower), "timestamptz"))
 		}
@@ -602,11 +599,6 @@ func (c *compiler) postgresSQL(where string) string {
 		fmt.Fprintf(&b, "\nWHERE %s", where)
 	}
 	return strings.ReplaceAll(b.String(), userColumn, user)
-}
-
-// rawTypes are the event types the raw-event aggregates read.
-func (c *compiler) rawTypes() []string {
-	return c.rawTypeList
 }
 
 func (c *compiler) bigquerySQL(where string) string {
@@ -781,26 +773,4 @@ func quote(d Dialect, s string) string {
 	}
 	b.WriteByte('\'')
 	return b.String()
-}
-
-// sortedTypes is used by tests and hints: the event types a definition reads.
-func (d *Definition) EventTypes() []string {
-	set := map[string]bool{}
-	var walk func(ns []Node)
-	walk = func(ns []Node) {
-		for i := range ns {
-			if ns[i].IsGroup() {
-				walk(ns[i].Conditions)
-			} else if ns[i].EventType != "" {
-				set[ns[i].EventType] = true
-			}
-		}
-	}
-	walk(d.Conditions)
-	out := make([]string, 0, len(set))
-	for t := range set {
-		out = append(out, t)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -85,7 +85,7 @@ func (s *Service) BeginRun(ctx context.Context, tenantID, segmentID int64, workf
 		if err := tx.Create(run).Error; err != nil {
 			return fmt.Errorf("record run: %w", err)
 		}
-		return tx.Exec(`UPDATE segments SET status = 'computing', updated_at = ? WHERE id = ?`, now, segmentID).Error
+		return tx.Exec(`UPDATE segments SET status = 'computing', updated_at = ? WHERE tenant_id = ? AND id = ?`, now, tenantID, segmentID).Error
 	})
 	return run, err
 }
@@ -95,12 +95,16 @@ func (s *Service) FailRun(ctx context.Context, tenantID, runID int64, msg string
 	msg = truncate(msg, 2000)
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var run Run
-		if err := tx.Where("tenant_id = ? AND id = ?", tenantID, runID).Take(&run).Error; err != nil {
+		err := tx.Where("tenant_id = ? AND id = ?", tenantID, runID).Take(&run).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return fmt.Errorf("run %d: %w", runID, errs.ErrNotFound)
+		}
+		if err != nil {
 			return fmt.Errorf("load run %d: %w", runID, err)
 		}
 		now := s.now().UTC()
 		if run.Status == "running" {
-			if err := tx.Exec(`UPDATE segment_runs SET status = 'error', error = ?, finished_at = ? WHERE id = ?`, msg, now, runID).Error; err != nil {
+			if err := tx.Exec(`UPDATE segment_runs SET status = 'error', error = ?, finished_at = ? WHERE tenant_id = ? AND id = ?`, msg, now, tenantID, runID).Error; err != nil {
 				return err
 			}
 		}
@@ -114,60 +118,45 @@ func (s *Service) FailRun(ctx context.Context, tenantID, runID int64, msg string
 // with the segment's computed_count, so readers see the old or the new membership, never a mix.
 // It is idempotent per run: a retried activity gets the stored result.
 func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner Runner) (RunResult, error) {
-	var run Run
-	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND id = ?", tenantID, runID).Take(&run).Error; err != nil {
-		return RunResult{}, fmt.Errorf("load run %d: %w", runID, err)
-	}
-	if run.Status == "ready" {
-		return s.storedResult(ctx, tenantID, run.SegmentID, RunResult{RunID: run.ID, Version: run.Version, Matched: deref(run.Matched), Entered: deref(run.Entered), Exited: deref(run.Exited)})
-	}
-	seg, err := s.Get(ctx, tenantID, run.SegmentID)
-	if err != nil {
-		return RunResult{}, err
-	}
-	var v Version
-	if err := s.db.WithContext(ctx).Where("segment_id = ? AND version = ?", run.SegmentID, run.Version).Take(&v).Error; err != nil {
-		return RunResult{}, fmt.Errorf("load version %d of segment %d: %w", run.Version, run.SegmentID, err)
-	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{})
 	if err != nil {
 		return RunResult{}, fmt.Errorf("begin compute: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	run, err := readRun(ctx, tx, tenantID, runID)
+	if err != nil || run.status == "ready" {
+		return run.result, err
+	}
 	// One compute per segment at a time (a scheduled refresh and a manual one, say); readers and
 	// PATCH are not blocked.
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(4242, $1::int)`, int32(run.SegmentID)); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(4242, $1::int)`, int32(run.segmentID)); err != nil {
 		return RunResult{}, fmt.Errorf("lock segment: %w", err)
 	}
 	// Another attempt of this run may have finished while this one waited for the lock: its
-	// result stands (computing again would record an empty diff over it).
-	var status string
-	var matched, entered, exited *int64
-	if err := tx.QueryRow(ctx, `SELECT status, matched, entered, exited FROM segment_runs WHERE id = $1`, run.ID).Scan(&status, &matched, &entered, &exited); err != nil {
-		return RunResult{}, fmt.Errorf("load run %d: %w", runID, err)
-	}
-	if status == "ready" {
-		return s.storedResult(ctx, tenantID, run.SegmentID, RunResult{RunID: run.ID, Version: run.Version, Matched: deref(matched), Entered: deref(entered), Exited: deref(exited)})
+	// result stands (computing again would record an empty diff over it). Read committed: this
+	// statement sees what committed during the wait.
+	if run, err = readRun(ctx, tx, tenantID, runID); err != nil || run.status == "ready" {
+		return run.result, err
 	}
 	if _, err := tx.Exec(ctx, `SET LOCAL work_mem = '256MB'; SET LOCAL jit = off; SET LOCAL statement_timeout = '30min';
 		CREATE TEMP TABLE seg_new (user_id TEXT NOT NULL, score DOUBLE PRECISION) ON COMMIT DROP`); err != nil {
 		return RunResult{}, fmt.Errorf("prepare compute: %w", err)
 	}
-	if seg.SegmentType == KindLookalike {
-		if err := s.loadLookalike(ctx, tx, seg, v.Definition, runner); err != nil {
+	if run.segmentType == KindLookalike {
+		if err := s.loadLookalike(ctx, tx, tenantID, run.definition, runner); err != nil {
 			return RunResult{}, err
 		}
 	} else {
-		def, err := ParseDefinition(v.Definition)
+		def, err := ParseDefinition(run.definition)
 		if err != nil {
-			return RunResult{}, fmt.Errorf("stored definition of segment %d: %w", seg.ID, err)
+			return RunResult{}, fmt.Errorf("stored definition of segment %d: %w", run.segmentID, err)
 		}
-		if err := s.loadRule(ctx, tx, def, tenantID, run.StartedAt, runner); err != nil {
+		if err := s.loadRule(ctx, tx, def, tenantID, run.startedAt, runner); err != nil {
 			return RunResult{}, err
 		}
 	}
 	now := s.now().UTC()
-	res := RunResult{RunID: run.ID, Version: run.Version}
+	res := RunResult{RunID: runID, Version: run.result.Version}
 	if _, err := tx.Exec(ctx, `ANALYZE seg_new`); err != nil {
 		return RunResult{}, fmt.Errorf("analyze: %w", err)
 	}
@@ -177,7 +166,7 @@ func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner
 	}
 	var hadMembers bool
 	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM segment_members WHERE tenant_id = $1 AND segment_id = $2)`,
-		tenantID, run.SegmentID).Scan(&hadMembers); err != nil {
+		tenantID, run.segmentID).Scan(&hadMembers); err != nil {
 		return RunResult{}, fmt.Errorf("read members: %w", err)
 	}
 	initial := !hadMembers
@@ -187,7 +176,7 @@ func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner
 		// key order keeps the index builds sequential.
 		tag, err := tx.Exec(ctx, `INSERT INTO segment_members (tenant_id, segment_id, user_id, computed_at, score)
 			SELECT DISTINCT ON (n.user_id) $1::bigint, $2::bigint, n.user_id, $3::timestamptz, n.score FROM seg_new n ORDER BY n.user_id`,
-			tenantID, run.SegmentID, now)
+			tenantID, run.segmentID, now)
 		if err != nil {
 			return RunResult{}, fmt.Errorf("load members: %w", err)
 		}
@@ -198,7 +187,7 @@ func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner
 				AND NOT EXISTS (SELECT 1 FROM seg_new n WHERE n.user_id = m.user_id) RETURNING m.user_id),
 			ins AS (INSERT INTO segment_member_changes (run_id, tenant_id, segment_id, user_id, entered)
 				SELECT $3, $1, $2, user_id, FALSE FROM ex ORDER BY user_id RETURNING 1)
-			SELECT count(*) FROM ins`, tenantID, run.SegmentID, run.ID).Scan(&res.Exited)
+			SELECT count(*) FROM ins`, tenantID, run.segmentID, runID).Scan(&res.Exited)
 		if err != nil {
 			return RunResult{}, fmt.Errorf("remove exited members: %w", err)
 		}
@@ -210,7 +199,7 @@ func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner
 				ON CONFLICT DO NOTHING RETURNING user_id),
 			ins AS (INSERT INTO segment_member_changes (run_id, tenant_id, segment_id, user_id, entered)
 				SELECT $3, $1, $2, user_id, TRUE FROM en RETURNING 1)
-			SELECT count(*) FROM ins`, tenantID, run.SegmentID, run.ID, now).Scan(&res.Entered)
+			SELECT count(*) FROM ins`, tenantID, run.segmentID, runID, now).Scan(&res.Entered)
 		if err != nil {
 			return RunResult{}, fmt.Errorf("add entered members: %w", err)
 		}
@@ -222,31 +211,31 @@ func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner
 			return RunResult{}, fmt.Errorf("analyze members: %w", err)
 		}
 	}
-	if seg.SegmentType == KindLookalike {
+	if run.segmentType == KindLookalike {
 		if _, err := tx.Exec(ctx, `UPDATE segment_members m SET score = n.score FROM seg_new n
 			WHERE m.tenant_id = $1 AND m.segment_id = $2 AND m.user_id = n.user_id AND m.score IS DISTINCT FROM n.score`,
-			tenantID, run.SegmentID); err != nil {
+			tenantID, run.segmentID); err != nil {
 			return RunResult{}, fmt.Errorf("update scores: %w", err)
 		}
 	}
-	if _, err := tx.Exec(ctx, `UPDATE segment_runs SET status = 'ready', finished_at = $2, matched = $3, entered = $4, exited = $5, initial = $6 WHERE id = $1`,
-		run.ID, now, res.Matched, res.Entered, res.Exited, initial); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE segment_runs SET status = 'ready', finished_at = $3, matched = $4, entered = $5, exited = $6, initial = $7
+		WHERE tenant_id = $1 AND id = $2`, tenantID, runID, now, res.Matched, res.Entered, res.Exited, initial); err != nil {
 		return RunResult{}, fmt.Errorf("finish run: %w", err)
 	}
 	if err := tx.QueryRow(ctx, `UPDATE segments SET computed_count = $3, computed_version = $4, last_computed_at = $5, last_error = NULL,
 			status = CASE WHEN version = $4 THEN 'ready' ELSE 'queued' END, updated_at = $5
-		WHERE tenant_id = $1 AND id = $2 RETURNING version`, tenantID, run.SegmentID, res.Matched, run.Version, now).Scan(&res.LatestVersion); err != nil {
+		WHERE tenant_id = $1 AND id = $2 RETURNING version`, tenantID, run.segmentID, res.Matched, run.result.Version, now).Scan(&res.LatestVersion); err != nil {
 		return RunResult{}, fmt.Errorf("update segment: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE segment_versions SET computed_count_at_version = $3 WHERE segment_id = $1 AND version = $2`,
-		run.SegmentID, run.Version, res.Matched); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE segment_versions SET computed_count_at_version = $4 WHERE tenant_id = $1 AND segment_id = $2 AND version = $3`,
+		tenantID, run.segmentID, run.result.Version, res.Matched); err != nil {
 		return RunResult{}, fmt.Errorf("update version: %w", err)
 	}
 	// Diffs are kept for the activation syncs of the segment's last KeepRunDiffs runs.
 	if _, err := tx.Exec(ctx, `DELETE FROM segment_member_changes WHERE run_id IN (
 			SELECT id FROM segment_runs WHERE tenant_id = $1 AND segment_id = $2 AND id < (
 				SELECT min(id) FROM (SELECT id FROM segment_runs WHERE tenant_id = $1 AND segment_id = $2 ORDER BY id DESC LIMIT $3) r))`,
-		tenantID, run.SegmentID, KeepRunDiffs); err != nil {
+		tenantID, run.segmentID, KeepRunDiffs); err != nil {
 		return RunResult{}, fmt.Errorf("prune old diffs: %w", err)
 	}
 	if _, err := tx.Exec(ctx, bumpCacheSQL, tenantID); err != nil {
@@ -258,12 +247,40 @@ func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner
 	return res, nil
 }
 
-// storedResult completes the stored result of a finished run with the segment's version now.
-func (s *Service) storedResult(ctx context.Context, tenantID, segmentID int64, res RunResult) (RunResult, error) {
-	if err := s.pool.QueryRow(ctx, `SELECT version FROM segments WHERE tenant_id = $1 AND id = $2`, tenantID, segmentID).Scan(&res.LatestVersion); err != nil {
-		return RunResult{}, fmt.Errorf("load segment %d: %w", segmentID, err)
+// runState is what Materialize reads of a run, with its segment and the definition version it
+// computes.
+type runState struct {
+	status      string
+	segmentID   int64
+	segmentType string
+	startedAt   time.Time
+	definition  json.RawMessage
+	// result is the run's stored result (meaningful once status is ready), with the segment's
+	// current version as LatestVersion.
+	result RunResult
+}
+
+// readRun loads the tenant's run with its segment and definition version in one statement.
+func readRun(ctx context.Context, tx pgx.Tx, tenantID, runID int64) (runState, error) {
+	r := runState{result: RunResult{RunID: runID}}
+	var matched, entered, exited *int64
+	err := tx.QueryRow(ctx, `SELECT r.status, r.segment_id, r.version, r.started_at, r.matched, r.entered, r.exited,
+			s.segment_type, s.version, v.definition
+		FROM segment_runs r
+		JOIN segments s ON s.tenant_id = r.tenant_id AND s.id = r.segment_id
+		JOIN segment_versions v ON v.tenant_id = r.tenant_id AND v.segment_id = r.segment_id AND v.version = r.version
+		WHERE r.tenant_id = $1 AND r.id = $2`, tenantID, runID).
+		Scan(&r.status, &r.segmentID, &r.result.Version, &r.startedAt, &matched, &entered, &exited,
+			&r.segmentType, &r.result.LatestVersion, &r.definition)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Runs (and versions) go with their segment.
+		return runState{}, fmt.Errorf("run %d: %w", runID, errs.ErrNotFound)
 	}
-	return res, nil
+	if err != nil {
+		return runState{}, fmt.Errorf("load run %d: %w", runID, err)
+	}
+	r.result.Matched, r.result.Entered, r.result.Exited = deref(matched), deref(entered), deref(exited)
+	return r, nil
 }
 
 func deref(p *int64) int64 {
@@ -275,19 +292,15 @@ func deref(p *int64) int64 {
 
 // loadRule fills seg_new with the definition's users.
 func (s *Service) loadRule(ctx context.Context, tx pgx.Tx, def *Definition, tenantID int64, now time.Time, runner Runner) error {
-	if runner == nil || runner.Dialect() == Postgres {
-		q, err := Compile(def, Postgres, CompileOptions{TenantID: tenantID, Now: now})
-		if err != nil {
-			return err
-		}
+	q, err := compileFor(def, tenantID, now, runner)
+	if err != nil {
+		return err
+	}
+	if q.Dialect == Postgres {
 		if _, err := tx.Exec(ctx, "INSERT INTO seg_new (user_id) "+q.SQL, q.Args()...); err != nil {
 			return fmt.Errorf("run segment query: %w", err)
 		}
 		return nil
-	}
-	q, err := Compile(def, runner.Dialect(), CompileOptions{TenantID: tenantID, Now: now, Table: runner.Table()})
-	if err != nil {
-		return err
 	}
 	segParams, err := s.segmentParams(ctx, tenantID, q)
 	if err != nil {
@@ -316,6 +329,14 @@ func (s *Service) loadRule(ctx context.Context, tx pgx.Tx, def *Definition, tena
 		return fmt.Errorf("load segment users from %s: %w", runner.Dialect(), err)
 	}
 	return nil
+}
+
+// compileFor compiles the definition for the runner's warehouse (nil: the embedded Postgres one).
+func compileFor(def *Definition, tenantID int64, now time.Time, runner Runner) (*Query, error) {
+	if runner == nil || runner.Dialect() == Postgres {
+		return Compile(def, Postgres, CompileOptions{TenantID: tenantID, Now: now})
+	}
+	return Compile(def, runner.Dialect(), CompileOptions{TenantID: tenantID, Now: now, Table: runner.Table()})
 }
 
 // segmentParams loads the members of the segments a BigQuery query's in_segment conditions name.
@@ -351,30 +372,32 @@ const (
 
 // Preview compiles a definition and runs it without saving anything.
 func (s *Service) Preview(ctx context.Context, tenantID int64, raw json.RawMessage, limit int, runner Runner) (*Preview, error) {
+	// The sample's size goes into the SQL: out of range it would fail there, not as bad input.
+	if limit < 0 || limit > MaxPreviewLimit {
+		return nil, errs.Invalid("limit", fmt.Sprintf("must be an integer from 0 to %d", MaxPreviewLimit))
+	}
 	def, err := ParseDefinition(raw)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkRefs(ctx, s.db, &Segment{TenantID: tenantID}, def); err != nil {
+	if err := checkRefs(ctx, s.db, tenantID, 0, def); err != nil {
 		return nil, err
 	}
-	now := s.now().UTC()
-	out := &Preview{SampleUserIDs: []string{}}
-	if runner != nil && runner.Dialect() != Postgres {
-		q, err := Compile(def, runner.Dialect(), CompileOptions{TenantID: tenantID, Now: now, Table: runner.Table()})
-		if err != nil {
-			return nil, err
-		}
+	q, err := compileFor(def, tenantID, s.now().UTC(), runner)
+	if err != nil {
+		return nil, err
+	}
+	out := &Preview{SampleUserIDs: []string{}, SQL: q.Display()}
+	if q.Dialect != Postgres {
 		segParams, err := s.segmentParams(ctx, tenantID, q)
 		if err != nil {
 			return nil, err
 		}
-		out.SQL = q.Display()
 		pctx, cancel := context.WithTimeout(ctx, previewTimeout)
 		defer cancel()
 		out.MatchedUsers, out.SampleUserIDs, err = runner.CountAndSample(pctx, q, segParams, limit)
 		if pctx.Err() != nil && ctx.Err() == nil {
-			return nil, errs.Coded(errs.ErrUnavailable, "preview_timeout", "the preview took longer than %s; narrow the definition or compute the segment instead", previewTimeout)
+			return nil, errPreviewTimeout()
 		}
 		if err != nil {
 			return nil, fmt.Errorf("preview on %s: %w", runner.Dialect(), err)
@@ -384,11 +407,6 @@ func (s *Service) Preview(ctx context.Context, tenantID int64, raw json.RawMessa
 		}
 		return out, nil
 	}
-	q, err := Compile(def, Postgres, CompileOptions{TenantID: tenantID, Now: now})
-	if err != nil {
-		return nil, err
-	}
-	out.SQL = q.Display()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("begin preview: %w", err)
@@ -423,9 +441,13 @@ func (s *Service) Preview(ctx context.Context, tenantID int64, raw json.RawMessa
 
 func previewError(err error) error {
 	if strings.Contains(err.Error(), "statement timeout") {
-		return errs.Coded(errs.ErrUnavailable, "preview_timeout", "the preview took longer than %s; narrow the definition or compute the segment instead", previewTimeout)
+		return errPreviewTimeout()
 	}
 	return fmt.Errorf("run preview: %w", err)
+}
+
+func errPreviewTimeout() error {
+	return errs.Coded(errs.ErrUnavailable, "preview_timeout", "the preview took longer than %s; narrow the definition or compute the segment instead", previewTimeout)
 }
 
 // Member is one row of the member list.
@@ -452,25 +474,21 @@ const (
 // the previous page), so a page never repeats or skips a user who stays a member while a
 // recompute changes others.
 func (s *Service) Members(ctx context.Context, tenantID, segmentID int64, limit int, cursor string) (*MembersPage, error) {
-	seg, err := s.Get(ctx, tenantID, segmentID)
+	_, count, err := s.head(ctx, tenantID, segmentID)
 	if err != nil {
 		return nil, err
 	}
 	limit = min(max(limit, 1), MaxMembersLimit)
-	after := ""
-	if cursor != "" {
-		b, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil || len(b) < 2 || b[0] != 'u' || b[1] != ':' {
-			return nil, errs.Invalid("cursor", "is not a cursor this endpoint returned")
-		}
-		after = string(b[2:])
+	after, err := decodeCursor(cursor)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := s.pool.Query(ctx, `SELECT user_id, computed_at, score FROM segment_members
 		WHERE tenant_id = $1 AND segment_id = $2 AND user_id > $3 ORDER BY user_id LIMIT $4`, tenantID, segmentID, after, limit+1)
 	if err != nil {
 		return nil, fmt.Errorf("list members: %w", err)
 	}
-	page := &MembersPage{Results: make([]Member, 0, limit), Count: seg.ComputedCount}
+	page := &MembersPage{Results: make([]Member, 0, limit), Count: count}
 	for rows.Next() {
 		var m Member
 		if err := rows.Scan(&m.UserID, &m.ComputedAt, &m.Score); err != nil {
@@ -495,8 +513,27 @@ func encodeCursor(userID string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte("u:" + userID))
 }
 
+// decodeCursor returns the user id a cursor of encodeCursor holds ("" for no cursor). What no
+// user id can be (invalid UTF-8, NUL) is refused here: Postgres would reject it as a text
+// parameter, a server error instead of bad input.
+func decodeCursor(cursor string) (string, error) {
+	if cursor == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	after, ok := strings.CutPrefix(string(b), "u:")
+	if err != nil || !ok || !validText(after) {
+		return "", errs.Invalid("cursor", "is not a cursor this endpoint returned")
+	}
+	return after, nil
+}
+
 // Membership lists the tenant's segments the user is a member of, in id order.
 func (s *Service) Membership(ctx context.Context, tenantID int64, userID string) ([]int64, error) {
+	if !validText(userID) {
+		// No stored user id is like this, and Postgres would reject it as a parameter.
+		return nil, errs.Invalid("user_id", "must be valid UTF-8 text")
+	}
 	rows, err := s.pool.Query(ctx, `SELECT segment_id FROM segment_members WHERE tenant_id = $1 AND user_id = $2 ORDER BY segment_id`, tenantID, userID)
 	if err != nil {
 		return nil, fmt.Errorf("load membership: %w", err)

@@ -15,8 +15,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -204,23 +205,42 @@ func (d *Definition) JSON() []byte {
 // SegmentRefs lists the segment ids in_segment conditions refer to, sorted and deduplicated.
 func (d *Definition) SegmentRefs() []int64 {
 	seen := map[int64]bool{}
+	d.eachCondition(func(n *Node) {
+		if n.Type == TypeInSegment {
+			seen[n.SegmentID] = true
+		}
+	})
+	out := slices.AppendSeq(make([]int64, 0, len(seen)), maps.Keys(seen)) // empty, not nil
+	slices.Sort(out)
+	return out
+}
+
+// EventTypes lists the event types the definition's conditions read, sorted.
+func (d *Definition) EventTypes() []string {
+	set := map[string]bool{}
+	d.eachCondition(func(n *Node) {
+		if n.EventType != "" {
+			set[n.EventType] = true
+		}
+	})
+	out := slices.AppendSeq(make([]string, 0, len(set)), maps.Keys(set)) // empty, not nil
+	slices.Sort(out)
+	return out
+}
+
+// eachCondition calls fn on every condition (leaf) of the tree, depth first.
+func (d *Definition) eachCondition(fn func(n *Node)) {
 	var walk func(ns []Node)
 	walk = func(ns []Node) {
 		for i := range ns {
 			if ns[i].IsGroup() {
 				walk(ns[i].Conditions)
-			} else if ns[i].Type == TypeInSegment {
-				seen[ns[i].SegmentID] = true
+			} else {
+				fn(&ns[i])
 			}
 		}
 	}
 	walk(d.Conditions)
-	out := make([]int64, 0, len(seen))
-	for id := range seen {
-		out = append(out, id)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
 
 type parser struct {
@@ -266,7 +286,7 @@ func (p *parser) group(raw []byte, path string, depth int, out *Node) {
 	out.Logic = "AND"
 	if lr, ok := m["logic"]; ok {
 		var s string
-		if json.Unmarshal(lr, &s) != nil || !contains(logics, strings.ToUpper(s)) {
+		if json.Unmarshal(lr, &s) != nil || !slices.Contains(logics, strings.ToUpper(s)) {
 			p.fields.Add(at(path, "logic"), "must be AND or OR")
 		} else {
 			out.Logic = strings.ToUpper(s)
@@ -315,13 +335,8 @@ func (p *parser) group(raw []byte, path string, depth int, out *Node) {
 }
 
 func (p *parser) unknownKeys(m map[string]json.RawMessage, path string, allowed []string, what string) {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if !contains(allowed, k) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if !slices.Contains(allowed, k) {
 			p.fields.Add(at(path, safeKey(k)), "is not a field of %s (allowed: %s)", what, strings.Join(allowed, ", "))
 		}
 	}
@@ -387,7 +402,7 @@ func (p *parser) enum(m map[string]json.RawMessage, path, key string, allowed []
 	if p.fields[at(path, key)] != "" {
 		return ""
 	}
-	if !contains(allowed, s) {
+	if !slices.Contains(allowed, s) {
 		p.fields.Add(at(path, key), "must be one of %s", strings.Join(allowed, ", "))
 		return ""
 	}
@@ -493,7 +508,7 @@ func scalar(r json.RawMessage) (Value, bool) {
 	switch t[0] {
 	case '"':
 		var s string
-		if json.Unmarshal(t, &s) != nil || len(s) > MaxStringValue || !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+		if json.Unmarshal(t, &s) != nil || len(s) > MaxStringValue || !validText(s) {
 			return Value{}, false
 		}
 		return Value{Kind: KindString, Str: s}, true
@@ -620,13 +635,4 @@ func (p *parser) window(m map[string]json.RawMessage, path string, n *Node, rece
 		}
 		n.BetweenDays = ds[:]
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -68,8 +68,8 @@ func (s *Service) SaveDraft(ctx context.Context, tenantID, id int64, raw json.Ra
 		if err := tx.Create(&Version{TenantID: tenantID, SegmentID: id, Version: next, Definition: canonical, CreatedAt: now}).Error; err != nil {
 			return fmt.Errorf("store version: %w", err)
 		}
-		if err := tx.Exec(`UPDATE segments SET definition = ?, version = ?, status = 'draft', updated_at = ? WHERE id = ?`,
-			string(canonical), next, now, id).Error; err != nil {
+		if err := tx.Exec(`UPDATE segments SET definition = ?, version = ?, status = 'draft', updated_at = ? WHERE tenant_id = ? AND id = ?`,
+			string(canonical), next, now, tenantID, id).Error; err != nil {
 			return fmt.Errorf("save draft: %w", err)
 		}
 		out, err = get(ctx, tx, tenantID, id, false)

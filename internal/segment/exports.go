@@ -52,7 +52,7 @@ type ExportInput struct {
 
 // CreateExport records a queued export of the segment's current members.
 func (s *Service) CreateExport(ctx context.Context, tenantID, segmentID int64, in ExportInput) (*Export, error) {
-	if _, err := s.Get(ctx, tenantID, segmentID); err != nil {
+	if _, _, err := s.head(ctx, tenantID, segmentID); err != nil {
 		return nil, err
 	}
 	f := errs.Fields{}
@@ -136,11 +136,11 @@ func (s *Service) WriteExport(ctx context.Context, tenantID, exportID int64, sto
 	if e.Status == "ready" {
 		return e, nil
 	}
-	seg, err := s.Get(ctx, tenantID, e.SegmentID)
+	segmentType, _, err := s.head(ctx, tenantID, e.SegmentID)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.db.WithContext(ctx).Exec(`UPDATE segment_exports SET status = 'running' WHERE id = ?`, e.ID).Error; err != nil {
+	if err := s.db.WithContext(ctx).Exec(`UPDATE segment_exports SET status = 'running' WHERE tenant_id = ? AND id = ?`, tenantID, e.ID).Error; err != nil {
 		return nil, fmt.Errorf("start export: %w", err)
 	}
 	format := export.Format(e.Format)
@@ -148,7 +148,7 @@ func (s *Service) WriteExport(ctx context.Context, tenantID, exportID int64, sto
 	pr, pw := io.Pipe()
 	var rowsWritten int64
 	go func() {
-		err := s.streamMembers(ctx, e, seg.SegmentType == KindLookalike, pw, progress, &rowsWritten)
+		err := s.streamMembers(ctx, e, segmentType == KindLookalike, pw, progress, &rowsWritten)
 		_ = pw.CloseWithError(err)
 	}()
 	if _, err := store.Put(ctx, key, pr, format.ContentType()); err != nil {
@@ -157,8 +157,8 @@ func (s *Service) WriteExport(ctx context.Context, tenantID, exportID int64, sto
 	}
 	now := s.now().UTC()
 	exp := now.Add(ExportTTL)
-	if err := s.db.WithContext(ctx).Exec(`UPDATE segment_exports SET status = 'ready', row_count = ?, blob_key = ?, finished_at = ?, expires_at = ?, error = NULL WHERE id = ?`,
-		rowsWritten, key, now, exp, e.ID).Error; err != nil {
+	if err := s.db.WithContext(ctx).Exec(`UPDATE segment_exports SET status = 'ready', row_count = ?, blob_key = ?, finished_at = ?, expires_at = ?, error = NULL
+		WHERE tenant_id = ? AND id = ?`, rowsWritten, key, now, exp, tenantID, e.ID).Error; err != nil {
 		return nil, fmt.Errorf("finish export: %w", err)
 	}
 	return s.GetExport(ctx, tenantID, 0, exportID)
@@ -176,17 +176,16 @@ func (s *Service) streamMembers(ctx context.Context, e *Export, withScore bool, 
 		return fmt.Errorf("begin export read: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// Profiles are joined only when traits are exported.
+	traits, join := "NULL::jsonb", ""
+	if len(e.Traits) > 0 {
+		traits, join = "p.traits", "LEFT JOIN profiles p ON p.tenant_id = m.tenant_id AND p.user_id = m.user_id"
+	}
+	query := `SELECT m.user_id, m.computed_at, m.score, ` + traits + ` FROM segment_members m ` + join + `
+		WHERE m.tenant_id = $1 AND m.segment_id = $2 AND m.user_id > $3 ORDER BY m.user_id LIMIT $4`
 	after := ""
 	for {
-		var rows pgx.Rows
-		if len(e.Traits) > 0 {
-			rows, err = tx.Query(ctx, `SELECT m.user_id, m.computed_at, m.score, p.traits FROM segment_members m
-				LEFT JOIN profiles p ON p.tenant_id = m.tenant_id AND p.user_id = m.user_id
-				WHERE m.tenant_id = $1 AND m.segment_id = $2 AND m.user_id > $3 ORDER BY m.user_id LIMIT $4`, e.TenantID, e.SegmentID, after, exportBatch)
-		} else {
-			rows, err = tx.Query(ctx, `SELECT m.user_id, m.computed_at, m.score, NULL::jsonb FROM segment_members m
-				WHERE m.tenant_id = $1 AND m.segment_id = $2 AND m.user_id > $3 ORDER BY m.user_id LIMIT $4`, e.TenantID, e.SegmentID, after, exportBatch)
-		}
+		rows, err := tx.Query(ctx, query, e.TenantID, e.SegmentID, after, exportBatch)
 		if err != nil {
 			return fmt.Errorf("read members: %w", err)
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +23,8 @@ type LookalikeDefinition struct {
 // MaxLookalikeSize caps a lookalike segment.
 const MaxLookalikeSize = 1_000_000
 
+var lookalikeKeys = []string{"seed_segment_id", "size", "min_similarity"}
+
 // ParseLookalike validates a lookalike definition.
 func ParseLookalike(raw []byte) (*LookalikeDefinition, error) {
 	var m map[string]json.RawMessage
@@ -33,16 +34,7 @@ func ParseLookalike(raw []byte) (*LookalikeDefinition, error) {
 		return nil, errs.Invalid("definition", "must be a JSON object {seed_segment_id, size | min_similarity}")
 	}
 	f := errs.Fields{}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if k != "seed_segment_id" && k != "size" && k != "min_similarity" {
-			f.Add("definition."+safeKey(k), "is not a field of a lookalike definition (allowed: seed_segment_id, size, min_similarity)")
-		}
-	}
+	(&parser{fields: f}).unknownKeys(m, "definition", lookalikeKeys, "a lookalike definition")
 	var d LookalikeDefinition
 	if r, ok := m["seed_segment_id"]; !ok {
 		f.Add("definition.seed_segment_id", "is required")

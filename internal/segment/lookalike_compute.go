@@ -25,7 +25,7 @@ const (
 // ErrEmptySeed: the seed segment has no members with events.
 var ErrEmptySeed = errors.New("the seed segment has no members with events; compute it first")
 
-func (s *Service) loadLookalike(ctx context.Context, tx pgx.Tx, seg *Segment, raw json.RawMessage, runner Runner) error {
+func (s *Service) loadLookalike(ctx context.Context, tx pgx.Tx, tenantID int64, raw json.RawMessage, runner Runner) error {
 	if runner != nil && runner.Dialect() != Postgres {
 		return errs.Coded(errs.ErrInvalid, "lookalike_unsupported", "lookalike segments need the embedded Postgres warehouse in this release")
 	}
@@ -33,7 +33,7 @@ func (s *Service) loadLookalike(ctx context.Context, tx pgx.Tx, seg *Segment, ra
 	if err != nil {
 		return err
 	}
-	seedRows, err := tx.Query(ctx, `SELECT user_id FROM segment_members WHERE tenant_id = $1 AND segment_id = $2`, seg.TenantID, ld.SeedSegmentID)
+	seedRows, err := tx.Query(ctx, `SELECT user_id FROM segment_members WHERE tenant_id = $1 AND segment_id = $2`, tenantID, ld.SeedSegmentID)
 	if err != nil {
 		return fmt.Errorf("load seed: %w", err)
 	}
@@ -49,7 +49,7 @@ func (s *Service) loadLookalike(ctx context.Context, tx pgx.Tx, seg *Segment, ra
 		return fmt.Errorf("seed segment %d: %w", ld.SeedSegmentID, ErrEmptySeed)
 	}
 	typeRows, err := tx.Query(ctx, `SELECT event_type FROM warehouse.user_event_stats WHERE tenant_id = $1
-		GROUP BY event_type ORDER BY sum(events) DESC, event_type LIMIT $2`, seg.TenantID, lookalikeTypes)
+		GROUP BY event_type ORDER BY sum(events) DESC, event_type LIMIT $2`, tenantID, lookalikeTypes)
 	if err != nil {
 		return fmt.Errorf("load event types: %w", err)
 	}
@@ -73,7 +73,7 @@ func (s *Service) loadLookalike(ctx context.Context, tx pgx.Tx, seg *Segment, ra
 		SELECT s.user_id, s.event_type, s.events::float8, COALESCE(m.total, 0)::float8, s.last_at
 		FROM warehouse.user_event_stats s LEFT JOIN m ON m.user_id = s.user_id AND m.event_type = s.event_type
 		WHERE s.tenant_id = $1 AND s.event_type = ANY($2)
-		ORDER BY s.user_id`, seg.TenantID, types)
+		ORDER BY s.user_id`, tenantID, types)
 	if err != nil {
 		return fmt.Errorf("load features: %w", err)
 	}

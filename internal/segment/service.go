@@ -1,15 +1,18 @@
 package segment
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -155,9 +158,14 @@ func checkText(f errs.Fields, field, v string, max int, required bool) {
 		f.Add(field, "is required")
 	case len(v) > max:
 		f.Add(field, "is longer than %d bytes", max)
-	case !utf8.ValidString(v) || strings.ContainsRune(v, 0):
+	case !validText(v):
 		f.Add(field, "must be valid UTF-8 text")
 	}
+}
+
+// validText reports whether s can be a Postgres text value: valid UTF-8 without NUL.
+func validText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
 // List returns the tenant's segments, oldest first.
@@ -195,6 +203,20 @@ func get(ctx context.Context, db *gorm.DB, tenantID, id int64, lock bool) (*Segm
 	}
 	seg.fill()
 	return &seg, nil
+}
+
+// head reads the type and computed count of one of the tenant's segments, for callers that need
+// no more (or only its existence): get also reads and re-encodes the definition (see fill).
+func (s *Service) head(ctx context.Context, tenantID, id int64) (segmentType string, computedCount int64, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT segment_type, computed_count FROM segments WHERE tenant_id = $1 AND id = $2`, tenantID, id).
+		Scan(&segmentType, &computedCount)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", 0, fmt.Errorf("segment %d: %w", id, errs.ErrNotFound)
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("load segment %d: %w", id, err)
+	}
+	return segmentType, computedCount, nil
 }
 
 // UpdateInput is the body of PATCH /api/segments/<id>/: only the fields present change.
@@ -241,6 +263,7 @@ func (s *Service) Update(ctx context.Context, tenantID, id int64, in UpdateInput
 		if err != nil {
 			return err
 		}
+		now := s.now().UTC()
 		updates := map[string]any{}
 		if in.Name != nil {
 			updates["name"] = *in.Name
@@ -265,13 +288,15 @@ func (s *Service) Update(ctx context.Context, tenantID, id int64, in UpdateInput
 			if err != nil {
 				return err
 			}
-			if !sameJSON(canonical, seg.Definition) {
+			// seg.Definition is canonical JSON too (fill re-encodes what jsonb gives back), so equal
+			// definitions have equal bytes whatever layout either was sent or stored in.
+			if !bytes.Equal(canonical, seg.Definition) {
 				res.DefinitionChanged = true
 				next := seg.Version + 1
 				updates["definition"] = string(canonical)
 				updates["version"] = next
 				if err := tx.Create(&Version{TenantID: tenantID, SegmentID: id, Version: next,
-					Definition: canonical, CreatedAt: s.now().UTC()}).Error; err != nil {
+					Definition: canonical, CreatedAt: now}).Error; err != nil {
 					return fmt.Errorf("store version: %w", err)
 				}
 			}
@@ -282,7 +307,7 @@ func (s *Service) Update(ctx context.Context, tenantID, id int64, in UpdateInput
 			res.Segment = seg
 			return nil
 		}
-		updates["updated_at"] = s.now().UTC()
+		updates["updated_at"] = now
 		if err := tx.Model(&Segment{}).Where("tenant_id = ? AND id = ?", tenantID, id).Updates(updates).Error; err != nil {
 			return fmt.Errorf("update segment %d: %w", id, err)
 		}
@@ -290,17 +315,6 @@ func (s *Service) Update(ctx context.Context, tenantID, id int64, in UpdateInput
 		return err
 	})
 	return res, err
-}
-
-// sameJSON reports whether two JSON texts hold the same value. A definition read back from its
-// jsonb column has another layout than the canonical JSON it was stored as (Postgres adds spaces
-// and reorders keys), so comparing the bytes would take every resent definition for a new one.
-func sameJSON(a, b []byte) bool {
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
-	}
-	return reflect.DeepEqual(x, y)
 }
 
 // validateFor checks a definition for the segment's type and returns its canonical JSON.
@@ -313,20 +327,17 @@ func (s *Service) validateFor(ctx context.Context, tx *gorm.DB, seg *Segment, ra
 		if ld.SeedSegmentID == seg.ID {
 			return nil, errs.Invalid("definition.seed_segment_id", "cannot be the segment itself")
 		}
-		if _, err := get(ctx, tx, seg.TenantID, ld.SeedSegmentID, false); err != nil {
-			if errors.Is(err, errs.ErrNotFound) {
-				return nil, errs.Invalid("definition.seed_segment_id", fmt.Sprintf("segment %d does not exist", ld.SeedSegmentID))
-			}
+		// The seed counts as a reference: it must not depend on this segment (an in_segment on it,
+		// directly or through other segments), so the graph stays free of cycles.
+		graph, err := refGraph(ctx, tx, seg.TenantID)
+		if err != nil {
 			return nil, err
 		}
-		// The seed must not depend on this segment (an in_segment on it, directly or through other
-		// segments): checkRefs counts a seed as a reference, so the graph stays free of cycles.
-		seedRef := &Definition{Logic: "AND", Conditions: []Node{{Type: TypeInSegment, SegmentID: ld.SeedSegmentID}}}
-		if err := s.checkRefs(ctx, tx, seg, seedRef); err != nil {
-			if errors.Is(err, errs.ErrInvalid) {
-				return nil, errs.Invalid("definition.seed_segment_id", fmt.Sprintf("segment %d refers back to this segment; the references would form a cycle", ld.SeedSegmentID))
-			}
-			return nil, err
+		switch missing, cycle := refProblem(graph, seg.ID, []int64{ld.SeedSegmentID}); {
+		case missing != 0:
+			return nil, errs.Invalid("definition.seed_segment_id", fmt.Sprintf("segment %d does not exist", missing))
+		case cycle:
+			return nil, errs.Invalid("definition.seed_segment_id", fmt.Sprintf("segment %d refers back to this segment; the references would form a cycle", ld.SeedSegmentID))
 		}
 		return ld.JSON(), nil
 	}
@@ -334,47 +345,75 @@ func (s *Service) validateFor(ctx context.Context, tx *gorm.DB, seg *Segment, ra
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkRefs(ctx, tx, seg, def); err != nil {
+	if err := checkRefs(ctx, tx, seg.TenantID, seg.ID, def); err != nil {
 		return nil, err
 	}
 	return def.JSON(), nil
 }
 
-// checkRefs makes sure in_segment conditions name the tenant's segments and form no cycle.
-func (s *Service) checkRefs(ctx context.Context, tx *gorm.DB, seg *Segment, def *Definition) error {
+// checkRefs makes sure the in_segment conditions of segment selfID's new definition (selfID 0: a
+// preview) name the tenant's segments and form no cycle.
+func checkRefs(ctx context.Context, tx *gorm.DB, tenantID, selfID int64, def *Definition) error {
 	refs := def.SegmentRefs()
 	if len(refs) == 0 {
 		return nil
 	}
-	// Load the tenant's rule/ai segment graph once.
+	graph, err := refGraph(ctx, tx, tenantID)
+	if err != nil {
+		return err
+	}
+	switch missing, cycle := refProblem(graph, selfID, refs); {
+	case missing != 0:
+		return errs.Invalid("definition", fmt.Sprintf("in_segment refers to segment %d, which does not exist", missing))
+	case cycle:
+		return errs.Invalid("definition", "in_segment references form a cycle back to this segment")
+	}
+	return nil
+}
+
+// refGraph loads the tenant's segment graph: every segment, with the segments its stored
+// definition refers to (nil without a definition).
+func refGraph(ctx context.Context, tx *gorm.DB, tenantID int64) (map[int64][]int64, error) {
 	var rows []Segment
-	if err := tx.WithContext(ctx).Select("id", "definition", "segment_type").Where("tenant_id = ?", seg.TenantID).Find(&rows).Error; err != nil {
-		return fmt.Errorf("load segment graph: %w", err)
+	if err := tx.WithContext(ctx).Select("id", "definition", "segment_type").Where("tenant_id = ?", tenantID).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("load segment graph: %w", err)
 	}
-	edges := map[int64][]int64{}
-	exists := map[int64]bool{}
-	for _, r := range rows {
-		exists[r.ID] = true
-		if r.ID == seg.ID || len(r.Definition) == 0 {
-			continue
-		}
-		if r.SegmentType == KindLookalike {
-			if ld, err := ParseLookalike(r.Definition); err == nil {
-				edges[r.ID] = []int64{ld.SeedSegmentID}
-			}
-			continue
-		}
-		if d, err := ParseDefinition(r.Definition); err == nil {
-			edges[r.ID] = d.SegmentRefs()
-		}
+	graph := make(map[int64][]int64, len(rows))
+	for i := range rows {
+		graph[rows[i].ID] = rows[i].refs()
 	}
+	return graph, nil
+}
+
+// refs lists the segments a stored definition refers to: its in_segment ids, or a lookalike's
+// seed. A definition that no longer parses refers to none.
+func (s *Segment) refs() []int64 {
+	if len(s.Definition) == 0 {
+		return nil
+	}
+	if s.SegmentType == KindLookalike {
+		if ld, err := ParseLookalike(s.Definition); err == nil {
+			return []int64{ld.SeedSegmentID}
+		}
+		return nil
+	}
+	if d, err := ParseDefinition(s.Definition); err == nil {
+		return d.SegmentRefs()
+	}
+	return nil
+}
+
+// refProblem checks refs, what segment selfID would refer to, against the graph: the first
+// segment that does not exist (0 when all do), and whether the references would form a cycle.
+// graph is modified: selfID's edges become refs.
+func refProblem(graph map[int64][]int64, selfID int64, refs []int64) (missing int64, cycle bool) {
 	for _, ref := range refs {
-		if !exists[ref] {
-			return errs.Invalid("definition", fmt.Sprintf("in_segment refers to segment %d, which does not exist", ref))
+		if _, ok := graph[ref]; !ok {
+			return ref, false
 		}
 	}
-	edges[seg.ID] = refs
-	// Depth-first search from the segment: reaching it again is a cycle.
+	graph[selfID] = refs
+	// Depth-first search from the segment: reaching a segment still being visited is a cycle.
 	state := map[int64]int{} // 1 visiting, 2 done
 	var visit func(id int64) bool
 	visit = func(id int64) bool {
@@ -385,7 +424,7 @@ func (s *Service) checkRefs(ctx context.Context, tx *gorm.DB, seg *Segment, def 
 			return false
 		}
 		state[id] = 1
-		for _, n := range edges[id] {
+		for _, n := range graph[id] {
 			if visit(n) {
 				return true
 			}
@@ -393,10 +432,7 @@ func (s *Service) checkRefs(ctx context.Context, tx *gorm.DB, seg *Segment, def 
 		state[id] = 2
 		return false
 	}
-	if visit(seg.ID) {
-		return errs.Invalid("definition", "in_segment references form a cycle back to this segment")
-	}
-	return nil
+	return 0, visit(selfID)
 }
 
 // Delete removes a segment with its versions, members, runs and exports.
@@ -420,68 +456,57 @@ func (s *Service) Delete(ctx context.Context, tenantID, id int64) error {
 	})
 }
 
-// dependents lists the tenant's segments whose definition refers to segment id.
+// dependents lists, in id order, the tenant's segments whose definition refers to segment id.
 func dependents(ctx context.Context, tx *gorm.DB, tenantID, id int64) ([]int64, error) {
-	var rows []Segment
-	if err := tx.WithContext(ctx).Select("id", "definition", "segment_type").Where("tenant_id = ? AND id <> ? AND definition IS NOT NULL", tenantID, id).Order("id").Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("load segment graph: %w", err)
+	graph, err := refGraph(ctx, tx, tenantID)
+	if err != nil {
+		return nil, err
 	}
 	var out []int64
-	for _, r := range rows {
-		if r.SegmentType == KindLookalike {
-			if ld, err := ParseLookalike(r.Definition); err == nil && ld.SeedSegmentID == id {
-				out = append(out, r.ID)
-			}
-			continue
-		}
-		if d, err := ParseDefinition(r.Definition); err == nil && contains64(d.SegmentRefs(), id) {
-			out = append(out, r.ID)
+	for _, other := range slices.Sorted(maps.Keys(graph)) {
+		if other != id && slices.Contains(graph[other], id) {
+			out = append(out, other)
 		}
 	}
 	return out, nil
 }
 
-func contains64(list []int64, v int64) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
 // Versions returns the definition history, newest first.
 func (s *Service) Versions(ctx context.Context, tenantID, id int64) ([]Version, error) {
-	if _, err := s.Get(ctx, tenantID, id); err != nil {
-		return nil, err
-	}
 	var out []Version
 	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND segment_id = ?", tenantID, id).Order("version DESC").Find(&out).Error; err != nil {
 		return nil, fmt.Errorf("list versions: %w", err)
 	}
+	if len(out) == 0 {
+		// No history: a segment without a definition yet, or none of the tenant's.
+		if _, _, err := s.head(ctx, tenantID, id); err != nil {
+			return nil, err
+		}
+		return []Version{}, nil
+	}
 	for i := range out {
 		out[i].Definition = canonical(out[i].Definition)
-	}
-	if out == nil {
-		out = []Version{}
 	}
 	return out, nil
 }
 
 // MarkQueued records that a compute was requested (unless one is already computing).
 func (s *Service) MarkQueued(ctx context.Context, tenantID, id int64) (*Segment, error) {
+	// The conditional update comes first; the read after it tells a missing segment or one
+	// without a definition (which the update left alone) from a queued one.
+	if err := s.db.WithContext(ctx).Exec(`UPDATE segments SET status = 'queued', updated_at = ?
+		WHERE tenant_id = ? AND id = ? AND definition IS NOT NULL AND status <> 'computing'`,
+		s.now().UTC(), tenantID, id).Error; err != nil {
+		return nil, fmt.Errorf("queue segment %d: %w", id, err)
+	}
 	seg, err := s.Get(ctx, tenantID, id)
 	if err != nil {
 		return nil, err
 	}
-	if len(seg.Definition) == 0 || string(seg.Definition) == "null" {
+	if string(seg.Definition) == "null" {
 		return nil, errs.Coded(errs.ErrConflict, "no_definition", "segment %d has no definition yet; PATCH one first", id)
 	}
-	if err := s.db.WithContext(ctx).Exec(`UPDATE segments SET status = 'queued', updated_at = ? WHERE tenant_id = ? AND id = ? AND status <> 'computing'`,
-		s.now().UTC(), tenantID, id).Error; err != nil {
-		return nil, fmt.Errorf("queue segment %d: %w", id, err)
-	}
-	return s.Get(ctx, tenantID, id)
+	return seg, nil
 }
 
 // MarkError records a failure to start or run a compute.
@@ -499,11 +524,4 @@ func truncate(s string, n int) string {
 		s = s[:len(s)-1]
 	}
 	return s + "..."
-}
-
-// Scheduled lists segments with refresh_every set (for reconciling Temporal schedules).
-func (s *Service) Scheduled(ctx context.Context) ([]Segment, error) {
-	var out []Segment
-	err := s.db.WithContext(ctx).Where("refresh_every_secs IS NOT NULL").Find(&out).Error
-	return out, err
 }
