@@ -14,7 +14,6 @@ import (
 
 	"google.golang.org/api/option"
 
-	"github.com/cohort-dev/cohort/api"
 	"github.com/cohort-dev/cohort/internal/bus"
 	"github.com/cohort-dev/cohort/internal/config"
 	"github.com/cohort-dev/cohort/internal/devstack/temporalsrv"
@@ -153,8 +152,7 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 	go func() { workerDone <- worker.New(c.workerDeps(tc, []worker.Registration{segReg}, loader)).Run(wctx) }()
 	stops = append(stops, func() { cancelWorker(); <-workerDone })
 
-	srv := api.New(c.apiDeps([]api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}, in,
-		c.segmentsAPI(wctx, segs, tc)))
+	srv := c.newAPI(wctx, in, segs, tc)
 	addr, httpDone, err := serveHTTP(ctx, cfg.HTTPAddr, srv.Handler(), logger, 5*time.Second)
 	if err != nil {
 		return err

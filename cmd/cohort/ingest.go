@@ -83,7 +83,7 @@ func (c *core) loader(in *ingestion) (worker.Consumer, error) {
 	if c.cfg.PubSub.Subscription == "" {
 		return nil, errors.New("PUBSUB_SUBSCRIPTION is required to run the event loader")
 	}
-	sink := ingest.NewSink(c.db.Pool, in.warehouse, time.Now)
+	sink := ingest.NewSink(c.db.Pool, in.warehouse)
 	sub := in.bus.Client().Subscriber(c.cfg.PubSub.Subscription)
 	return ingest.NewLoader(sub, sink, c.db.Pool, in.errlog, c.log, ingest.LoaderConfig{}), nil
 }

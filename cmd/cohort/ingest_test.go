@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"testing"
 	"time"
@@ -179,18 +180,12 @@ func TestShopifyWebhookEndToEnd(t *testing.T) {
 			AND user_id = '115310627314723954' AND (payload->>'total_price')::numeric = 199`, s.tenantID) == 1
 	})
 
-	bad := map[string]string{}
-	for k, v := range headers {
-		bad[k] = v
-	}
+	bad := maps.Clone(headers)
 	bad["X-Shopify-Hmac-SHA256"] = shopifySign("wrong-secret", body)
 	if code := s.do(t, http.MethodPost, path, "", body, bad, nil); code != http.StatusUnauthorized {
 		t.Fatalf("bad signature: %d, want 401", code)
 	}
-	unknown := map[string]string{}
-	for k, v := range headers {
-		unknown[k] = v
-	}
+	unknown := maps.Clone(headers)
 	unknown["X-Shopify-Topic"] = "app/uninstalled"
 	if code := s.do(t, http.MethodPost, path, "", body, unknown, nil); code != http.StatusOK {
 		t.Fatalf("unknown topic: %d, want 200", code)

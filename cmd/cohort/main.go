@@ -64,16 +64,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err != nil {
-		var me *config.MissingError
-		if errors.As(err, &me) {
-			_, _ = fmt.Fprintf(stderr, "cohort %s: %v\n", cmd, err)
-			return 2
-		}
-		if errors.Is(err, errUsage) {
-			_, _ = fmt.Fprintf(stderr, "cohort %s: %v\n", cmd, err)
-			return 2
-		}
 		_, _ = fmt.Fprintf(stderr, "cohort %s: %v\n", cmd, err)
+		// Missing settings and bad arguments are usage errors (2); anything else failed (1).
+		var me *config.MissingError
+		if errors.As(err, &me) || errors.Is(err, errUsage) {
+			return 2
+		}
 		return 1
 	}
 	return 0

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/cohort-dev/cohort/api"
 	"github.com/cohort-dev/cohort/internal/config"
 	"github.com/cohort-dev/cohort/internal/store"
 	"github.com/cohort-dev/cohort/internal/tclient"
@@ -34,9 +33,7 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	segs := c.openSegments(in)
-	srv := api.New(c.apiDeps([]api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}, in,
-		c.segmentsAPI(ctx, segs, tc)))
+	srv := c.newAPI(ctx, in, c.openSegments(in), tc)
 	addr, done, err := serveHTTP(ctx, cfg.HTTPAddr, srv.Handler(), logger, cfg.ShutdownTimeout)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/config"
 	"github.com/cohort-dev/cohort/internal/secretbox"
 	"github.com/cohort-dev/cohort/internal/store"
+	"github.com/cohort-dev/cohort/internal/tclient"
 	"github.com/cohort-dev/cohort/internal/tenant"
 	"github.com/cohort-dev/cohort/schema"
 	"github.com/cohort-dev/cohort/worker"
@@ -48,8 +49,13 @@ type coreOptions struct {
 	blob    bool // open the blob store
 }
 
-func openCore(ctx context.Context, cfg *config.Config, logger *slog.Logger, o coreOptions) (*core, error) {
+func openCore(ctx context.Context, cfg *config.Config, logger *slog.Logger, o coreOptions) (_ *core, err error) {
 	c := &core{cfg: cfg, log: logger}
+	defer func() {
+		if err != nil {
+			c.close() // whatever was opened before the failure
+		}
+	}()
 	db, err := store.Open(ctx, cfg.DatabaseURL, store.Options{Logger: logger})
 	if err != nil {
 		return nil, err
@@ -58,19 +64,16 @@ func openCore(ctx context.Context, cfg *config.Config, logger *slog.Logger, o co
 	c.closers = append(c.closers, db.Close)
 	if o.migrate {
 		if err := migrate(ctx, db, logger); err != nil {
-			c.close()
 			return nil, err
 		}
 	}
 	boxKey := secretbox.DeriveKey(cfg.SecretKey, purposeSecretBox)
 	c.box, err = secretbox.New(map[string][]byte{secretbox.KeyID(boxKey): boxKey}, secretbox.KeyID(boxKey))
 	if err != nil {
-		c.close()
 		return nil, err
 	}
 	c.signer, err = auth.NewSigner(secretbox.DeriveKey(cfg.SecretKey, purposeTokens), time.Now)
 	if err != nil {
-		c.close()
 		return nil, err
 	}
 	c.tenants = tenant.NewService(db.Gorm, c.box, time.Now)
@@ -80,7 +83,6 @@ func openCore(ctx context.Context, cfg *config.Config, logger *slog.Logger, o co
 			URL: cfg.JWT.JWKSURL, Issuer: cfg.JWT.Issuer, Audience: cfg.JWT.Audience, TenantClaim: cfg.JWT.TenantClaim,
 		})
 		if err != nil {
-			c.close()
 			return nil, err
 		}
 	}
@@ -89,7 +91,6 @@ func openCore(ctx context.Context, cfg *config.Config, logger *slog.Logger, o co
 	})
 	if o.blob {
 		if err := c.openBlob(ctx); err != nil {
-			c.close()
 			return nil, err
 		}
 	}
@@ -156,6 +157,13 @@ func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsD
 		MaxBodyBytes: c.cfg.MaxBodyBytes,
 		Now:          time.Now,
 	}
+}
+
+// newAPI is the HTTP API of serve and dev: Temporal joins the readiness checks, and the segment
+// membership cache runs until ctx ends.
+func (c *core) newAPI(ctx context.Context, in *ingestion, segs *segments, tc client.Client) *api.Server {
+	ready := []api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}
+	return api.New(c.apiDeps(ready, in, c.segmentsAPI(ctx, segs, tc)))
 }
 
 // serveHTTP listens on addr and serves h until ctx ends, then shuts down gracefully.

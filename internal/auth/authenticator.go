@@ -131,14 +131,17 @@ func NewAuthenticator(d Deps) *Authenticator {
 	}
 }
 
-// Signer returns the token signer.
-func (a *Authenticator) Signer() *Signer { return a.signer }
-
 // ErrNoCredentials is returned when a request carries no credential at all.
 var ErrNoCredentials = fmt.Errorf("%w: no credentials: send Authorization: ApiKey <key> or Bearer <token>", errs.ErrUnauthenticated)
 
 func unauthenticated(format string, args ...any) error {
 	return errs.Coded(errs.ErrUnauthenticated, "unauthenticated", format, args...)
+}
+
+// tokenExpired answers a well-signed token past its expiry, Cohort's or the identity provider's;
+// clients refresh on its code.
+func tokenExpired() error {
+	return errs.Coded(errs.ErrUnauthenticated, "token_expired", "token expired: obtain a new one")
 }
 
 // Authenticate checks the Authorization header value (and, when allowXAPIKey, the X-API-Key value).
@@ -230,7 +233,7 @@ func (a *Authenticator) bearer(ctx context.Context, token string) (Credential, e
 		c, err := a.signer.Verify(token)
 		if err != nil {
 			if errors.Is(err, ErrTokenExpired) {
-				return Credential{}, errs.Coded(errs.ErrUnauthenticated, "token_expired", "token expired: obtain a new one")
+				return Credential{}, tokenExpired()
 			}
 			return Credential{}, unauthenticated("invalid token")
 		}
@@ -238,7 +241,7 @@ func (a *Authenticator) bearer(ctx context.Context, token string) (Credential, e
 			// A session lives only as long as the public key it came from.
 			rec, err := a.lookup(ctx, c.KeyID)
 			if err != nil || rec.TenantID != c.TenantID || !rec.Usable(a.now()) {
-				if err != nil && errors.Is(err, errs.ErrUnavailable) {
+				if errors.Is(err, errs.ErrUnavailable) {
 					return Credential{}, err
 				}
 				return Credential{}, unauthenticated("session revoked: its public key is no longer valid")
@@ -253,7 +256,7 @@ func (a *Authenticator) bearer(ctx context.Context, token string) (Credential, e
 	ref, err := a.jwks.Verify(ctx, token)
 	if err != nil {
 		if errors.Is(err, ErrTokenExpired) {
-			return Credential{}, errs.Coded(errs.ErrUnauthenticated, "token_expired", "token expired: obtain a new one")
+			return Credential{}, tokenExpired()
 		}
 		return Credential{}, unauthenticated("invalid token")
 	}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -105,16 +106,9 @@ func parseBaseURL(raw string) (string, error) {
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return "", fmt.Errorf("base url %q: must not have user info, a query or a fragment", raw)
 	}
-	u.Path = trimTrailingSlashes(u.Path)
-	u.RawPath = trimTrailingSlashes(u.RawPath)
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = strings.TrimRight(u.RawPath, "/")
 	return u.String(), nil
-}
-
-func trimTrailingSlashes(s string) string {
-	for len(s) > 0 && s[len(s)-1] == '/' {
-		s = s[:len(s)-1]
-	}
-	return s
 }
 
 // path returns the file holding key: <dir>/<h[:2]>/<h>, h = hex(sha256(key)).

@@ -51,9 +51,6 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 // Client exposes the underlying client to the publisher and subscriber of the ingestion path.
 func (b *Bus) Client() *pubsub.Client { return b.client }
 
-// Config returns the configuration the bus was opened with.
-func (b *Bus) Config() Config { return b.cfg }
-
 func (b *Bus) topicName() string { return "projects/" + b.cfg.Project + "/topics/" + b.cfg.Topic }
 func (b *Bus) subName() string {
 	return "projects/" + b.cfg.Project + "/subscriptions/" + b.cfg.Subscription

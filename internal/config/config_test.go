@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,10 +23,7 @@ func env(m map[string]string) config.Getenv {
 
 // with returns a copy of base with the overrides applied; an override of "\x00" deletes the key.
 func with(base map[string]string, overrides map[string]string) map[string]string {
-	out := make(map[string]string, len(base)+len(overrides))
-	for k, v := range base {
-		out[k] = v
-	}
+	out := maps.Clone(base)
 	for k, v := range overrides {
 		if v == "\x00" {
 			delete(out, k)
@@ -67,13 +65,28 @@ func mustLoad(t *testing.T, m map[string]string) *config.Config {
 	return c
 }
 
+// field is one loaded value and what it should be.
+type field struct {
+	name string
+	got  any
+	want any
+}
+
+// checkFields runs one subtest per field.
+func checkFields(t *testing.T, fields []field) {
+	t.Helper()
+	for _, f := range fields {
+		t.Run(f.name, func(t *testing.T) {
+			if f.got != f.want {
+				t.Errorf("%s = %#v, want %#v", f.name, f.got, f.want)
+			}
+		})
+	}
+}
+
 func TestLoadDefaults(t *testing.T) {
 	c := mustLoad(t, map[string]string{})
-	checks := []struct {
-		name string
-		got  any
-		want any
-	}{
+	checkFields(t, []field{
 		{"HTTPAddr", c.HTTPAddr, ""},
 		{"PublicBaseURL", c.PublicBaseURL, ""},
 		{"DataDir", c.DataDir, ".cohort"},
@@ -105,14 +118,7 @@ func TestLoadDefaults(t *testing.T) {
 		{"AllowPrivateNetworks", c.AllowPrivateNetworks, false},
 		{"MaxBodyBytes", c.MaxBodyBytes, int64(1 << 20)},
 		{"ShutdownTimeout", c.ShutdownTimeout, 8 * time.Second},
-	}
-	for _, tt := range checks {
-		t.Run(tt.name, func(t *testing.T) {
-			if tt.got != tt.want {
-				t.Errorf("%s = %#v, want %#v", tt.name, tt.got, tt.want)
-			}
-		})
-	}
+	})
 	// The defaults alone are a valid dev configuration.
 	if err := c.Validate(config.RoleDev); err != nil {
 		t.Errorf("Validate(dev) on defaults: %v", err)
@@ -162,11 +168,7 @@ func TestLoadReadsEveryVariable(t *testing.T) {
 		"COHORT_SHUTDOWN_TIMEOUT":       "1m30s",
 	}
 	c := mustLoad(t, m)
-	checks := []struct {
-		name string
-		got  any
-		want any
-	}{
+	checkFields(t, []field{
 		{"HTTPAddr is trimmed", c.HTTPAddr, ":9090"},
 		{"PublicBaseURL loses its trailing slash", c.PublicBaseURL, "https://cohort.example.com"},
 		{"DataDir", c.DataDir, "/var/lib/cohort"},
@@ -206,14 +208,7 @@ func TestLoadReadsEveryVariable(t *testing.T) {
 		{"AllowPrivateNetworks", c.AllowPrivateNetworks, true},
 		{"MaxBodyBytes", c.MaxBodyBytes, int64(2048)},
 		{"ShutdownTimeout", c.ShutdownTimeout, 90 * time.Second},
-	}
-	for _, tt := range checks {
-		t.Run(tt.name, func(t *testing.T) {
-			if tt.got != tt.want {
-				t.Errorf("got %#v, want %#v", tt.got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func TestLoadBlankValuesFallBackToDefaults(t *testing.T) {

@@ -1,12 +1,12 @@
 package devstack
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cohort-dev/cohort/internal/auth"
 )
 
 // DevSecretKey returns the embedded mode's secret key: read from <dataDir>/secret.key, generated
@@ -23,11 +23,10 @@ func DevSecretKey(dataDir string) ([]byte, error) {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	buf := make([]byte, 32)
-	if _, err := rand.Read(buf); err != nil {
+	key, err := auth.RandomSecret(32)
+	if err != nil {
 		return nil, fmt.Errorf("generate dev key: %w", err)
 	}
-	key := hex.EncodeToString(buf)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		if os.IsExist(err) { // created concurrently: read theirs

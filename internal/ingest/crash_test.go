@@ -47,7 +47,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	errlog := ingest.NewErrorLog(pool, logger, time.Now)
-	sink := ingest.NewSink(pool, whpg.New(pool), time.Now)
+	sink := ingest.NewSink(pool, whpg.New(pool))
 	l := ingest.NewLoader(b.Client().Subscriber(crashSub), sink, pool, errlog, logger, ingest.LoaderConfig{})
 	if err := l.Run(ctx); err != nil {
 		t.Fatal(err)

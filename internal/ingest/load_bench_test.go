@@ -31,7 +31,7 @@ func BenchmarkLoad(b *testing.B) {
 	bs, pub := tbus.bus, tbus.pub
 	logger := slog.New(slog.DiscardHandler)
 	errlog := ingest.NewErrorLog(pool, logger, time.Now)
-	sink := ingest.NewSink(pool, whpg.New(pool), time.Now)
+	sink := ingest.NewSink(pool, whpg.New(pool))
 
 	var loaded time.Duration
 	for it := 0; it < b.N; it++ {

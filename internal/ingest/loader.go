@@ -152,32 +152,34 @@ func (l *Loader) flushLoop(ctx, flushCtx context.Context) {
 	}
 }
 
-func (l *Loader) take() ([]*pubsub.Message, [][]warehouse.Event) {
+// take hands over the pending messages, their events and how many events they hold.
+func (l *Loader) take() ([]*pubsub.Message, [][]warehouse.Event, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	msgs, evs := l.pending, l.decoded
+	msgs, evs, n := l.pending, l.decoded, l.nEvents
 	l.pending, l.decoded, l.nEvents = nil, nil, 0
-	return msgs, evs
+	return msgs, evs, n
 }
 
 func (l *Loader) flush(ctx context.Context) {
-	msgs, evs := l.take()
+	msgs, evs, n := l.take()
 	if len(msgs) == 0 {
 		return
 	}
-	all := make([]warehouse.Event, 0, len(msgs))
+	all := make([]warehouse.Event, 0, n)
 	for _, e := range evs {
 		all = append(all, e...)
 	}
-	if _, err := l.sink.Apply(ctx, all); err == nil {
+	_, err := l.sink.Apply(ctx, all)
+	if err == nil {
 		l.ack(msgs...)
 		return
-	} else if len(msgs) == 1 {
+	}
+	if len(msgs) == 1 {
 		l.failed(ctx, msgs[0], evs[0], err)
 		return
-	} else {
-		l.log.Warn("batch failed; retrying its messages one by one", "messages", len(msgs), "error", err)
 	}
+	l.log.Warn("batch failed; retrying its messages one by one", "messages", len(msgs), "error", err)
 	// Isolate the message that fails so one poison message cannot hold the others back.
 	for i, m := range msgs {
 		if _, err := l.sink.Apply(ctx, evs[i]); err != nil {

@@ -93,9 +93,8 @@ func newLoaderEnv(t *testing.T, cfg ingest.LoaderConfig) *loaderEnv {
 	b := tb.bus
 	env.raw = b.Client().Publisher("events")
 	t.Cleanup(env.raw.Stop)
-	env.errlog = ingest.NewErrorLog(env.pool, discard(), time.Now)
-	t.Cleanup(func() { _ = env.errlog.Close(context.Background()) })
-	sink := ingest.NewSink(env.pool, whpg.New(env.pool), time.Now)
+	env.errlog = newErrorLog(t, env.pool, time.Now)
+	sink := ingest.NewSink(env.pool, whpg.New(env.pool))
 	env.loader = ingest.NewLoader(b.Client().Subscriber("events-loader"), sink, env.pool, env.errlog, slog.New(env.logs), cfg)
 	return env
 }

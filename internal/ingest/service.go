@@ -80,7 +80,7 @@ func (s *Service) TrackBatch(ctx context.Context, c Caller, body []byte) (BatchR
 	}
 	if len(b.Events) > MaxBatchEvents {
 		return BatchResult{}, &errs.ValidationError{Code: "batch_too_large",
-			Msg: fmt.Sprintf("a batch holds at most %d events; got %d", MaxBatchEvents, len(b.Events)), Fields: map[string]string{"events": "at most 500 events"}}
+			Msg: fmt.Sprintf("a batch holds at most %d events; got %d", MaxBatchEvents, len(b.Events)), Fields: map[string]string{"events": fmt.Sprintf("at most %d events", MaxBatchEvents)}}
 	}
 	received := s.now()
 	res := BatchResult{Errors: []BatchError{}}

@@ -300,8 +300,7 @@ func TestTrack(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			pub := &fakePublisher{err: tc.pubErr}
-			elog := ingest.NewErrorLog(pool, discard(), time.Now)
-			defer func() { _ = elog.Close(context.Background()) }()
+			elog := newErrorLog(t, pool, time.Now)
 			svc := ingest.NewService(pub, elog, func() time.Time { return recv })
 			caller := tc.caller
 			caller.TenantID = int64(200 + i)

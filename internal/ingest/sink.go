@@ -21,11 +21,15 @@ import (
 type Sink struct {
 	pool *pgxpool.Pool
 	wh   warehouse.Writer
-	now  func() time.Time
+	// embedded: wh is the Postgres warehouse, written in the sink's own transaction.
+	embedded bool
 }
 
-func NewSink(pool *pgxpool.Pool, wh warehouse.Writer, now func() time.Time) *Sink {
-	return &Sink{pool: pool, wh: wh, now: now}
+// NewSink applies batches through pool and wh. It needs no clock: buckets follow each event's
+// received_at, and profiles' updated_at is the database's now().
+func NewSink(pool *pgxpool.Pool, wh warehouse.Writer) *Sink {
+	_, embedded := wh.(*whpg.Writer)
+	return &Sink{pool: pool, wh: wh, embedded: embedded}
 }
 
 // Apply stores the batch; it returns how many events were new.
@@ -34,7 +38,7 @@ func (s *Sink) Apply(ctx context.Context, events []warehouse.Event) (int, error)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var fresh []warehouse.Event
 		var err error
-		if _, embedded := s.wh.(*whpg.Writer); embedded {
+		if s.embedded {
 			fresh, err = whpg.InsertNew(ctx, tx, events)
 		} else {
 			fresh, err = whpg.Dedupe(ctx, tx, events)
@@ -54,7 +58,7 @@ func (s *Sink) Apply(ctx context.Context, events []warehouse.Event) (int, error)
 		if err := s.upsertProfiles(ctx, tx, fresh); err != nil {
 			return err
 		}
-		if _, embedded := s.wh.(*whpg.Writer); embedded {
+		if s.embedded {
 			// Segment rollups; BigQuery computes segments from its raw events.
 			if err := s.updateUserStats(ctx, tx, fresh); err != nil {
 				return err
@@ -77,12 +81,8 @@ type profileDelta struct {
 }
 
 func (s *Sink) upsertProfiles(ctx context.Context, tx pgx.Tx, events []warehouse.Event) error {
-	// Apply identify payloads in occurred_at order so the latest value of a trait wins.
-	ordered := make([]warehouse.Event, len(events))
-	copy(ordered, events)
-	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].OccurredAt.Before(ordered[j].OccurredAt) })
 	deltas := map[userKey]*profileDelta{}
-	for _, e := range ordered {
+	for _, e := range events {
 		k := userKey{e.TenantID, e.UserID}
 		d := deltas[k]
 		if d == nil {
@@ -101,8 +101,13 @@ func (s *Sink) upsertProfiles(ctx context.Context, tx pgx.Tx, events []warehouse
 				if d.traits == nil {
 					d.traits, d.times = map[string]json.RawMessage{}, map[string]time.Time{}
 				}
+				// Per trait, the identify that occurred last wins (on a tie, the later one in the
+				// batch): what applying them in stable occurred_at order gives, without sorting the
+				// whole batch on every flush.
 				for k, v := range traits {
-					d.traits[k], d.times[k] = v, e.OccurredAt
+					if t, seen := d.times[k]; !seen || !e.OccurredAt.Before(t) {
+						d.traits[k], d.times[k] = v, e.OccurredAt
+					}
 				}
 			}
 		}

@@ -28,7 +28,7 @@ var t0 = time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
 func at(d time.Duration) time.Time { return t0.Add(d) }
 
 func newSink(pool *pgxpool.Pool) *ingest.Sink {
-	return ingest.NewSink(pool, whpg.New(pool), time.Now)
+	return ingest.NewSink(pool, whpg.New(pool))
 }
 
 func apply(t *testing.T, sink *ingest.Sink, events []warehouse.Event) int {
@@ -531,7 +531,7 @@ func (w *externalWarehouse) Write(_ context.Context, events []warehouse.Event) (
 func TestSinkExternalWarehouse(t *testing.T) {
 	pool := openPool(t)
 	wh := &externalWarehouse{}
-	sink := ingest.NewSink(pool, wh, time.Now)
+	sink := ingest.NewSink(pool, wh)
 	b := []warehouse.Event{whEvent(1, "a", "u", "x", t0, t0, ""), whEvent(1, "b", "u", "x", t0, t0, ""), whEvent(1, "a", "u", "x", t0, t0, "")}
 
 	wh.err = errors.New("bigquery: 503")

@@ -45,6 +45,13 @@ func TestStats(t *testing.T) {
 		at           time.Time
 		events, uniq int64
 	}
+	// Tenant 1's 24h window, asked for by name and by default.
+	types24h := []ingest.TypeCount{{EventType: "page_view", Count: 3}, {EventType: "purchase", Count: 1}, {EventType: "signup", Count: 1}}
+	buckets24h := []bucketWant{
+		{day(9, 16, 0), 1, 1},
+		{day(10, 3, 0), 1, 1},
+		{day(10, 15, 0), 3, 2},
+	}
 	cases := []struct {
 		name      string
 		tenant    int64
@@ -61,23 +68,11 @@ func TestStats(t *testing.T) {
 	}{
 		{
 			name: "24h", tenant: 1, window: "24h", wantName: "24h", n: 24, step: time.Hour, first: day(9, 16, 0),
-			total: 5, users: 3,
-			types: []ingest.TypeCount{{EventType: "page_view", Count: 3}, {EventType: "purchase", Count: 1}, {EventType: "signup", Count: 1}},
-			nonZero: []bucketWant{
-				{day(9, 16, 0), 1, 1},
-				{day(10, 3, 0), 1, 1},
-				{day(10, 15, 0), 3, 2},
-			},
+			total: 5, users: 3, types: types24h, nonZero: buckets24h,
 		},
 		{
 			name: "default window is 24h", tenant: 1, window: "", wantName: "24h", n: 24, step: time.Hour, first: day(9, 16, 0),
-			total: 5, users: 3,
-			types: []ingest.TypeCount{{EventType: "page_view", Count: 3}, {EventType: "purchase", Count: 1}, {EventType: "signup", Count: 1}},
-			nonZero: []bucketWant{
-				{day(9, 16, 0), 1, 1},
-				{day(10, 3, 0), 1, 1},
-				{day(10, 15, 0), 3, 2},
-			},
+			total: 5, users: 3, types: types24h, nonZero: buckets24h,
 		},
 		{
 			name: "7d", tenant: 1, window: "7d", wantName: "7d", n: 7, step: 24 * time.Hour, first: day(4, 0, 0),

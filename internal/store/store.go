@@ -90,9 +90,6 @@ func (l slowQueryLogger) LogMode(level logger.LogLevel) logger.Interface {
 	return slowQueryLogger{l.Interface.LogMode(level)}
 }
 
-func (l slowQueryLogger) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), err error) {
-	if err != nil {
-		err = nil
-	}
-	l.Interface.Trace(ctx, begin, fc, err)
+func (l slowQueryLogger) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), _ error) {
+	l.Interface.Trace(ctx, begin, fc, nil)
 }

@@ -152,6 +152,12 @@ func (s *Service) insertKeys(tx *gorm.DB, tenantID int64) (secret, public string
 
 // BySlug finds a tenant.
 func (s *Service) BySlug(ctx context.Context, slug string) (Tenant, error) {
+	// Every stored slug matches slugRE (the column's CHECK), so anything else names no tenant.
+	// Slugs come from URL paths and token claims: invalid UTF-8 or a NUL would otherwise reach
+	// Postgres, whose refusal is an error (a 500, or a 503 from the authenticator), not a 404.
+	if !slugRE.MatchString(slug) {
+		return Tenant{}, fmt.Errorf("tenant %q: %w", slug, errs.ErrNotFound)
+	}
 	var t Tenant
 	err := s.db.WithContext(ctx).Where("slug = ?", slug).Take(&t).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {

@@ -1,9 +1,10 @@
 // Package postgres is the embedded warehouse: schema "warehouse" in the metadata Postgres, with the
-// same columns as the BigQuery table, bulk-loaded with COPY.
+// same columns as the BigQuery table, bulk-inserted from arrays (INSERT ... SELECT FROM unnest).
 package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -24,7 +25,7 @@ func (w *Writer) Name() string { return "postgres" }
 
 func (w *Writer) Check(ctx context.Context) error {
 	var one int
-	if err := w.pool.QueryRow(ctx, `SELECT 1 FROM warehouse.events LIMIT 1`).Scan(&one); err != nil && err != pgx.ErrNoRows {
+	if err := w.pool.QueryRow(ctx, `SELECT 1 FROM warehouse.events LIMIT 1`).Scan(&one); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("warehouse: %w", err)
 	}
 	return nil
@@ -79,7 +80,7 @@ func Dedupe(ctx context.Context, tx pgx.Tx, events []warehouse.Event) ([]warehou
 	}
 	tenants := make([]int64, len(events))
 	ids := make([]string, len(events))
-	received := make([]any, len(events))
+	received := make([]time.Time, len(events))
 	for i, e := range events {
 		tenants[i], ids[i], received[i] = e.TenantID, e.EventID, e.ReceivedAt
 	}
