@@ -31,6 +31,13 @@ type Segments struct {
 	Runner segment.Runner // nil: the embedded Postgres warehouse
 	Blob   blob.Store
 	AI     ai.Provider
+	// Connectors lists the active connectors of a segment (the activation fan-out); nil: none.
+	Connectors ActiveConnectors
+}
+
+// ActiveConnectors is the part of the connector service the fan-out needs.
+type ActiveConnectors interface {
+	ActiveConnectorIDs(ctx context.Context, tenantID, segmentID int64) ([]int64, error)
 }
 
 // BeginComputeInput starts a compute run.
@@ -101,11 +108,14 @@ type ActivationTargetsResult struct {
 	ConnectorIDs []int64
 }
 
-// ActivationTargets is the activation fan-out hook: the active connectors of the segment, each of
-// which gets a sync child workflow. Connectors arrive with the activations capability; until
-// then no segment has any.
+// ActivationTargets is the activation fan-out: the active connectors of the segment, each of
+// which gets a sync child workflow.
 func (a *Segments) ActivationTargets(ctx context.Context, in ActivationTargetsInput) (ActivationTargetsResult, error) {
-	return ActivationTargetsResult{ConnectorIDs: []int64{}}, nil
+	if a.Connectors == nil {
+		return ActivationTargetsResult{ConnectorIDs: []int64{}}, nil
+	}
+	ids, err := a.Connectors.ActiveConnectorIDs(ctx, in.TenantID, in.SegmentID)
+	return ActivationTargetsResult{ConnectorIDs: ids}, err
 }
 
 // ExportInput names an export.

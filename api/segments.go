@@ -257,16 +257,12 @@ func (s *Server) segmentMembers(c *gin.Context) {
 	if !ok {
 		return
 	}
-	limit := segment.DefaultMembersLimit
-	if v := c.Query("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > segment.MaxMembersLimit {
-			abort(c, errs.Invalid("limit", "must be an integer from 1 to 1000"))
-			return
-		}
-		limit = n
+	limit, err := queryInt(c, "limit", segment.DefaultMembersLimit, 1, segment.MaxMembersLimit)
+	if err != nil {
+		abort(c, err)
+		return
 	}
-	page, err := s.d.Segments.Service.Members(c.Request.Context(), mustCredential(c).TenantID, id, limit, c.Query("cursor"))
+	page, err := s.d.Segments.Service.Members(c.Request.Context(), mustCredential(c).TenantID, id, int(limit), c.Query("cursor"))
 	if err != nil {
 		abort(c, err)
 		return

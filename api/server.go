@@ -41,6 +41,8 @@ type Deps struct {
 	Ingest *IngestionDeps
 	// Segments serves /api/segments/; its routes are registered only when set.
 	Segments *SegmentsDeps
+	// Activations serves /api/activations/; its routes are registered only when set.
+	Activations *ActivationsDeps
 	// Registry collects Prometheus metrics; a new one when nil.
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
@@ -112,5 +114,8 @@ func (s *Server) routes() {
 	}
 	if s.d.Segments != nil {
 		s.segmentRoutes(a)
+	}
+	if s.d.Activations != nil {
+		s.activationRoutes(a)
 	}
 }

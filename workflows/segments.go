@@ -51,18 +51,6 @@ type SegmentComputeResult struct {
 	Last segment.RunResult
 }
 
-// ActivationSyncInput is what each activation child workflow receives (the activations
-// capability registers the workflow of this name).
-type ActivationSyncInput struct {
-	TenantID    int64
-	SegmentID   int64
-	ConnectorID int64
-	RunID       int64
-}
-
-// ActivationSyncWorkflow is the name of the per-connector sync workflow.
-const ActivationSyncWorkflow = "ActivationSync"
-
 var seg *activities.Segments
 
 // shortActivity is the options of the bookkeeping activities (database updates, lookups):
@@ -185,16 +173,12 @@ func fanOut(ctx, short workflow.Context, in SegmentComputeInput, runID int64) er
 	var errs []error
 	for _, id := range targets.ConnectorIDs {
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-			WorkflowID:        ID("activation-sync", in.TenantID, id, runID),
-			ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
-			TypedSearchAttributes: temporal.NewSearchAttributes(
-				temporal.NewSearchAttributeKeyInt64(SearchAttrTenant).ValueSet(in.TenantID),
-				temporal.NewSearchAttributeKeyInt64(SearchAttrSegment).ValueSet(in.SegmentID),
-				temporal.NewSearchAttributeKeyInt64(SearchAttrConnector).ValueSet(id),
-			),
+			WorkflowID:            ActivationSyncID(in.TenantID, id, runID),
+			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+			TypedSearchAttributes: ConnectorSearchAttributes(in.TenantID, in.SegmentID, id),
 		})
 		f := workflow.ExecuteChildWorkflow(cctx, ActivationSyncWorkflow, ActivationSyncInput{
-			TenantID: in.TenantID, SegmentID: in.SegmentID, ConnectorID: id, RunID: runID,
+			TenantID: in.TenantID, SegmentID: in.SegmentID, ConnectorID: id, RunID: runID, Trigger: TriggerRecompute,
 		})
 		if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 			errs = append(errs, fmt.Errorf("start sync of connector %d: %w", id, err))

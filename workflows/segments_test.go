@@ -439,8 +439,8 @@ func TestSegmentCompute(t *testing.T) {
 			connectors: []int64{3, 9},
 			wantRuns:   1,
 			wantChildren: []childStart{
-				{ID: "activation-sync:7:3:101", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 3, RunID: 101}},
-				{ID: "activation-sync:7:9:101", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 9, RunID: 101}},
+				{ID: "activation-sync:7:3:101", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 3, RunID: 101, Trigger: TriggerRecompute}},
+				{ID: "activation-sync:7:9:101", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 9, RunID: 101, Trigger: TriggerRecompute}},
 			},
 		},
 		{
@@ -449,8 +449,8 @@ func TestSegmentCompute(t *testing.T) {
 			childErr:   temporal.NewNonRetryableApplicationError("platform said no", "ActivationFailed", nil),
 			wantRuns:   1,
 			wantChildren: []childStart{
-				{ID: "activation-sync:7:3:101", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 3, RunID: 101}},
-				{ID: "activation-sync:7:9:101", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 9, RunID: 101}},
+				{ID: "activation-sync:7:3:101", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 3, RunID: 101, Trigger: TriggerRecompute}},
+				{ID: "activation-sync:7:9:101", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 9, RunID: 101, Trigger: TriggerRecompute}},
 			},
 		},
 		{
@@ -460,7 +460,7 @@ func TestSegmentCompute(t *testing.T) {
 			wantRuns:     1,
 			// the start is attempted (the listener sees it) and fails
 			wantChildren: []childStart{
-				{ID: "activation-sync:7:3:101", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 3, RunID: 101}},
+				{ID: "activation-sync:7:3:101", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 3, RunID: 101, Trigger: TriggerRecompute}},
 			},
 		},
 		{
@@ -475,8 +475,8 @@ func TestSegmentCompute(t *testing.T) {
 			signals:    []timedSignal{{time.Minute, SignalRecompute}},
 			wantRuns:   2,
 			wantChildren: []childStart{
-				{ID: "activation-sync:7:3:101", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 3, RunID: 101}},
-				{ID: "activation-sync:7:3:102", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 3, RunID: 102}},
+				{ID: "activation-sync:7:3:101", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 3, RunID: 101, Trigger: TriggerRecompute}},
+				{ID: "activation-sync:7:3:102", ParentID: wfID, Input: ActivationSyncInput{TenantID: testTenant, SegmentID: testSegment, ConnectorID: 3, RunID: 102, Trigger: TriggerRecompute}},
 			},
 		},
 	}

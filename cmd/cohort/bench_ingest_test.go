@@ -99,7 +99,7 @@ func ingestServer(b *testing.B) (http.Handler, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return api.New(c.apiDeps(nil, in, nil)).Handler(), created.SecretKey
+	return api.New(c.apiDeps(nil, in, nil, nil)).Handler(), created.SecretKey
 }
 
 // BenchmarkIngestBatch compares, in one run, the batch endpoint (publish included) with a bare

@@ -10,19 +10,21 @@ import (
 	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/api"
 	"github.com/cohort-dev/cohort/internal/ai"
+	"github.com/cohort-dev/cohort/internal/connector"
 	"github.com/cohort-dev/cohort/internal/segment"
 	"github.com/cohort-dev/cohort/internal/warehouse/bigquery"
 	"github.com/cohort-dev/cohort/workflows"
 )
 
-// segments holds the segment capability's parts.
+// segments holds the segment capability's parts, with the activation connectors that sync them.
 type segments struct {
-	svc    *segment.Service
-	runner segment.Runner // nil: the embedded Postgres warehouse
+	svc        *segment.Service
+	runner     segment.Runner // nil: the embedded Postgres warehouse
+	connectors *connector.Service
 }
 
 func (c *core) openSegments(in *ingestion) *segments {
-	s := &segments{svc: segment.NewService(c.db.Gorm, c.db.Pool, time.Now)}
+	s := &segments{svc: segment.NewService(c.db.Gorm, c.db.Pool, time.Now), connectors: c.openConnectors()}
 	if bq, ok := in.warehouse.(*bigquery.Writer); ok {
 		s.runner = bq.Segments()
 	}
@@ -52,11 +54,13 @@ func (c *core) segmentsWorker(s *segments) (func(r sdkworker.Registry), error) {
 	if err != nil {
 		return nil, err
 	}
-	acts := &activities.Segments{Svc: s.svc, Runner: s.runner, Blob: c.blob, AI: provider}
+	acts := &activities.Segments{Svc: s.svc, Runner: s.runner, Blob: c.blob, AI: provider, Connectors: s.connectors}
+	activations := c.activationsWorker(s.connectors)
 	return func(r sdkworker.Registry) {
 		r.RegisterWorkflow(workflows.SegmentCompute)
 		r.RegisterWorkflow(workflows.SegmentExport)
 		r.RegisterWorkflow(workflows.SegmentDraft)
 		r.RegisterActivity(acts)
+		activations(r)
 	}, nil
 }

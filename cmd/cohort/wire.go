@@ -146,10 +146,11 @@ func migrate(ctx context.Context, db *store.DB, logger *slog.Logger) error {
 }
 
 // apiDeps builds the HTTP API's dependencies from the core.
-func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsDeps) api.Deps {
+func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsDeps, act *api.ActivationsDeps) api.Deps {
 	return api.Deps{
 		Ingest:       c.ingestAPI(in),
 		Segments:     seg,
+		Activations:  act,
 		Logger:       c.log,
 		Auth:         c.auth,
 		LocalBlob:    c.localBlob,
@@ -163,7 +164,7 @@ func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsD
 // membership cache runs until ctx ends.
 func (c *core) newAPI(ctx context.Context, in *ingestion, segs *segments, tc client.Client) *api.Server {
 	ready := []api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}
-	return api.New(c.apiDeps(ready, in, c.segmentsAPI(ctx, segs, tc)))
+	return api.New(c.apiDeps(ready, in, c.segmentsAPI(ctx, segs, tc), c.activationsAPI(segs.connectors, tc)))
 }
 
 // serveHTTP listens on addr and serves h until ctx ends, then shuts down gracefully.

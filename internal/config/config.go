@@ -46,8 +46,9 @@ type Config struct {
 	DevTemporalPort int // COHORT_DEV_TEMPORAL_PORT, default 7233
 	DevUIPort       int // COHORT_DEV_UI_PORT, default 8233; 0 disables the Web UI
 
-	AllowPrivateNetworks bool  // COHORT_ALLOW_PRIVATE_NETWORKS
-	MaxBodyBytes         int64 // COHORT_MAX_BODY_BYTES: default request body cap
+	AllowPrivateNetworks bool   // COHORT_ALLOW_PRIVATE_NETWORKS
+	KlaviyoAPIURL        string // COHORT_KLAVIYO_API_URL: Klaviyo's API base (default https://a.klaviyo.com)
+	MaxBodyBytes         int64  // COHORT_MAX_BODY_BYTES: default request body cap
 	ShutdownTimeout      time.Duration
 }
 
@@ -150,6 +151,7 @@ func Load(env Getenv) (*Config, error) {
 		DevTemporalPort:      r.integer("COHORT_DEV_TEMPORAL_PORT", 7233),
 		DevUIPort:            r.integer("COHORT_DEV_UI_PORT", 8233),
 		AllowPrivateNetworks: r.boolean("COHORT_ALLOW_PRIVATE_NETWORKS", false),
+		KlaviyoAPIURL:        r.str("COHORT_KLAVIYO_API_URL", "https://a.klaviyo.com"),
 		MaxBodyBytes:         int64(r.integer("COHORT_MAX_BODY_BYTES", 1<<20)),
 		ShutdownTimeout:      r.duration("COHORT_SHUTDOWN_TIMEOUT", 8*time.Second),
 	}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/cohort-dev/cohort/activities"
+	"github.com/cohort-dev/cohort/api"
+	"github.com/cohort-dev/cohort/internal/connector"
+	"github.com/cohort-dev/cohort/internal/connector/platform"
+	"github.com/cohort-dev/cohort/internal/safehttp"
+	"github.com/cohort-dev/cohort/workflows"
+)
+
+// openConnectors is the activation connector service.
+func (c *core) openConnectors() *connector.Service {
+	return connector.NewService(c.db.Gorm, c.db.Pool, c.box, time.Now, connector.Options{AllowHTTP: c.cfg.AllowPrivateNetworks})
+}
+
+// activationsAPI builds the activation endpoints' dependencies.
+func (c *core) activationsAPI(svc *connector.Service, tc client.Client) *api.ActivationsDeps {
+	return &api.ActivationsDeps{
+		Service:        svc,
+		Jobs:           &workflows.SyncJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue},
+		SyncWorkflowID: workflows.ManualSyncID,
+	}
+}
+
+// activationsWorker registers the sync workflow and its activities. Outbound calls go through
+// safehttp: platform URLs on private or loopback addresses are refused unless
+// COHORT_ALLOW_PRIVATE_NETWORKS is set.
+func (c *core) activationsWorker(svc *connector.Service) func(r sdkworker.Registry) {
+	acts := &activities.Activations{Svc: svc, Platforms: &connector.Platforms{
+		HTTP:           safehttp.NewClient(safehttp.Options{AllowPrivate: c.cfg.AllowPrivateNetworks, Timeout: 2 * time.Minute, MaxResponseBytes: 8 << 20}),
+		KlaviyoBaseURL: c.cfg.KlaviyoAPIURL,
+		Limiters:       platform.NewLimiters(),
+		Permanent:      []error{safehttp.ErrBlockedAddress, safehttp.ErrBadURL},
+	}}
+	return func(r sdkworker.Registry) {
+		r.RegisterWorkflowWithOptions(workflows.ActivationSync, workflow.RegisterOptions{Name: workflows.ActivationSyncWorkflow})
+		r.RegisterActivity(acts)
+	}
+}
