@@ -202,13 +202,13 @@ func checkValue(t fieldType, s string, allowHTTP bool) string {
 	case typeURL:
 		u, err := url.Parse(s)
 		switch {
-		case err != nil || u.Host == "" || u.Opaque != "":
+		case err != nil || u.Hostname() == "" || u.Opaque != "":
 			return "must be an absolute https URL"
 		case u.Scheme != "https" && !(allowHTTP && u.Scheme == "http"):
 			return "must be an https URL"
 		case u.User != nil:
 			return "must not carry credentials (put the key in api_key)"
-		case u.RawQuery != "" || u.Fragment != "":
+		case u.RawQuery != "" || u.ForceQuery || strings.Contains(s, "#"):
 			return "must not have a query or fragment"
 		}
 	}

@@ -5,6 +5,7 @@
 package connector
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -67,14 +68,15 @@ func (row) TableName() string { return "activation_connectors" }
 
 // record is the API view of r: plain config plus every sealed field as ***.
 func (r *row) record() *Connector {
-	cfg := map[string]any{}
-	_ = json.Unmarshal(r.Config, &cfg)
+	cfg := decodeConfig(r.Config)
 	for k, v := range cfg {
+		if n, ok := v.(json.Number); ok {
+			if i, err := n.Int64(); err == nil {
+				cfg[k] = i
+			}
+		}
 		if IsSecretField(k) {
 			cfg[k] = Masked // defence in depth: a secret never sits in config, but never show one
-		}
-		if n, ok := v.(float64); ok && n == float64(int64(n)) {
-			cfg[k] = int64(n)
 		}
 	}
 	var sealed map[string]string
@@ -173,7 +175,7 @@ func (s *Service) Create(ctx context.Context, tenantID int64, in CreateInput) (*
 			return err
 		}
 		r.Secrets = sealed
-		if err := tx.Model(r).Update("secrets", sealed).Error; err != nil {
+		if err := tx.Model(r).UpdateColumn("secrets", sealed).Error; err != nil {
 			return fmt.Errorf("store connector secrets: %w", err)
 		}
 		out = r.record()
@@ -285,8 +287,8 @@ func (s *Service) Update(ctx context.Context, tenantID, id int64, in UpdateInput
 			if err := f.Err(); err != nil {
 				return err
 			}
-			plain := map[string]any{}
-			_ = json.Unmarshal(r.Config, &plain)
+			plain := decodeConfig(r.Config)
+			before := maps.Clone(plain)
 			var sealed map[string]string
 			_ = json.Unmarshal(r.Secrets, &sealed)
 			for _, k := range cfg.unset {
@@ -306,6 +308,13 @@ func (s *Service) Update(ctx context.Context, tenantID, id int64, in UpdateInput
 			cfgJSON, _ := json.Marshal(plain)
 			updates["config"] = json.RawMessage(cfgJSON)
 			updates["secrets"] = secrets
+			if destinationChanged(before, plain) {
+				// A new list, audience, attribute or account holds none of the members: the next
+				// sync sends everyone again. (The old destination keeps what it was sent.)
+				if err := tx.Exec("DELETE FROM activation_members WHERE tenant_id = ? AND connector_id = ?", tenantID, id).Error; err != nil {
+					return fmt.Errorf("reset synced members of connector %d: %w", id, err)
+				}
+			}
 		}
 		if err := f.Err(); err != nil {
 			return err
@@ -366,10 +375,7 @@ func (s *Service) Credentials(ctx context.Context, tenantID, id int64) (*Credent
 	if err != nil {
 		return nil, err
 	}
-	c := &Credentials{ConnectorID: r.ID, SegmentID: r.SegmentID, Kind: r.Kind, Config: map[string]any{}, Secrets: map[string]string{}}
-	d := json.NewDecoder(strings.NewReader(string(r.Config)))
-	d.UseNumber()
-	_ = d.Decode(&c.Config)
+	c := &Credentials{ConnectorID: r.ID, SegmentID: r.SegmentID, Kind: r.Kind, Config: decodeConfig(r.Config), Secrets: map[string]string{}}
 	var sealed map[string]string
 	_ = json.Unmarshal(r.Secrets, &sealed)
 	for k, v := range sealed {
@@ -385,3 +391,24 @@ func (s *Service) Credentials(ctx context.Context, tenantID, id int64) (*Credent
 // clock is the current time as Postgres stores it (UTC, microseconds), so a record answered
 // from memory equals the same record read back.
 func (s *Service) clock() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
+// decodeConfig reads a stored config, numbers as json.Number so large ids keep every digit.
+func decodeConfig(raw json.RawMessage) map[string]any {
+	cfg := map[string]any{}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	_ = d.Decode(&cfg)
+	return cfg
+}
+
+// destinationFields name where a connector's members live; changing one starts over.
+var destinationFields = []string{"list_id", "audience_id", "attribute", "base_url", "rest_endpoint"}
+
+func destinationChanged(before, after map[string]any) bool {
+	for _, f := range destinationFields {
+		if fmt.Sprint(before[f]) != fmt.Sprint(after[f]) {
+			return true
+		}
+	}
+	return false
+}

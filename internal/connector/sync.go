@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -267,7 +268,8 @@ FROM activation_members a
 WHERE a.tenant_id = $1 AND a.connector_id = $2 AND a.present AND a.user_id > $4
   AND NOT EXISTS (SELECT 1 FROM segment_members m WHERE m.tenant_id = $1 AND m.segment_id = $3 AND m.user_id = a.user_id)
 ORDER BY a.user_id LIMIT $5`
-	pendingAdds = `SELECT m.user_id, coalesce(p.traits->>'email', ''), coalesce(a.platform_id, '')
+	pendingAdds = `SELECT m.user_id, coalesce(p.traits->>'email', ''),
+  CASE WHEN a.email IS NOT DISTINCT FROM p.traits->>'email' THEN coalesce(a.platform_id, '') ELSE '' END
 FROM segment_members m
 LEFT JOIN activation_members a ON a.connector_id = $2 AND a.user_id = m.user_id
 LEFT JOIN profiles p ON p.tenant_id = m.tenant_id AND p.user_id = m.user_id
@@ -328,10 +330,14 @@ func (e *engine) pass(ctx context.Context, adds bool) error {
 // record stores what a chunk achieved, in one transaction: the members the platform now holds
 // (or no longer holds) and the run's counts.
 func (e *engine) record(ctx context.Context, adds bool, out platform.Outcome) error {
-	users := make([]string, len(out.Done))
-	emails := make([]string, len(out.Done))
-	ids := make([]string, len(out.Done))
-	for i, m := range out.Done {
+	done := out.Done
+	if !adds {
+		done = append(slices.Clip(done), out.Gone...)
+	}
+	users := make([]string, len(done))
+	emails := make([]string, len(done))
+	ids := make([]string, len(done))
+	for i, m := range done {
 		users[i], emails[i], ids[i] = m.UserID, m.Email, m.PlatformID
 	}
 	now := e.s.clock()

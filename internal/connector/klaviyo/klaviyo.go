@@ -253,7 +253,9 @@ func (a *Adapter) Remove(ctx context.Context, members []platform.Member) (platfo
 	for _, m := range resolved {
 		if m.PlatformID == "" {
 			if validEmail(m.Email) {
-				out.Skipped++ // no profile with this e-mail: it cannot be on the list
+				// No profile with this e-mail (deleted in Klaviyo): it cannot be on the list.
+				out.Skipped++
+				out.Gone = append(out.Gone, m)
 			}
 			continue
 		}

@@ -88,18 +88,19 @@ func (c *Caller) Do(ctx context.Context, group, method, url string, body []byte,
 		resp.Body.Close()
 		msg := ""
 		if c.Message != nil {
-			msg = c.Message(data)
+			msg = c.scrub(c.Message(data))
 		}
 		if msg == "" {
-			msg = strings.TrimSpace(string(data))
+			// Scrub before cutting, so a key straddling the cut cannot leave a prefix behind.
+			msg = c.scrub(strings.TrimSpace(string(data)))
 			if len(msg) > 300 {
-				msg = msg[:300] + "..."
+				msg = strings.ToValidUTF8(msg[:300], "") + "..."
 			}
 		}
 		if msg == "" {
 			msg = http.StatusText(status)
 		}
-		e := &Error{Platform: c.Platform, Status: status, Message: c.scrub(msg)}
+		e := &Error{Platform: c.Platform, Status: status, Message: msg}
 		switch {
 		case status == http.StatusTooManyRequests:
 			e.Retryable = true
@@ -148,7 +149,8 @@ func (c *Caller) retryAfter(h http.Header) time.Duration {
 	}
 	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
 		if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 {
-			return time.Duration(secs * float64(time.Second))
+			// Clamped: a absurd value must not overflow into a negative wait.
+			return time.Duration(min(secs, float64(24*time.Hour/time.Second)) * float64(time.Second))
 		}
 		if t, err := http.ParseTime(v); err == nil {
 			return max(0, t.Sub(now()))
@@ -156,7 +158,7 @@ func (c *Caller) retryAfter(h http.Header) time.Duration {
 	}
 	if v := strings.TrimSpace(h.Get("X-RateLimit-Reset")); v != "" {
 		if epoch, err := strconv.ParseInt(v, 10, 64); err == nil {
-			return max(0, time.Unix(epoch, 0).Sub(now()))
+			return min(max(0, time.Unix(epoch, 0).Sub(now())), 24*time.Hour)
 		}
 	}
 	return time.Second

@@ -26,6 +26,10 @@ type Outcome struct {
 	// Skipped counts members not sent: no e-mail where the platform keys on it, or (on remove)
 	// not known to the platform at all.
 	Skipped int
+	// Gone are the skipped members of a remove that the platform does not know at all (a
+	// deleted profile): they are not on the audience, so they are recorded as removed without
+	// counting as removed.
+	Gone []Member
 	// Failed counts items the platform rejected one by one while accepting the request.
 	Failed int
 	// FailedMembers are the rejected members when the platform says which (they stay pending).
