@@ -37,10 +37,11 @@ type BeginSyncInput struct {
 	Trigger      string
 }
 
-// BeginSyncResult is the claimed run, or Skipped when the connector is gone or no longer active.
+// BeginSyncResult is the claimed run, or SkipReason when the connector is gone or no longer
+// active.
 type BeginSyncResult struct {
-	SyncRunID int64
-	Skipped   string
+	SyncRunID  int64
+	SkipReason string
 }
 
 // BeginSync claims the run this workflow execution works on.
@@ -52,9 +53,9 @@ func (a *Activations) BeginSync(ctx context.Context, in BeginSyncInput) (BeginSy
 	})
 	switch {
 	case errors.Is(err, connector.ErrSkip):
-		return BeginSyncResult{Skipped: "the connector is not active"}, nil
+		return BeginSyncResult{SkipReason: "the connector is not active"}, nil
 	case errors.Is(err, errs.ErrNotFound):
-		return BeginSyncResult{Skipped: "the connector was deleted"}, nil
+		return BeginSyncResult{SkipReason: "the connector was deleted"}, nil
 	case err != nil:
 		return BeginSyncResult{}, err
 	}

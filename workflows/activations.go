@@ -61,8 +61,8 @@ type ActivationSyncInput struct {
 
 // ActivationSyncResult is what the sync did.
 type ActivationSyncResult struct {
-	SyncRunID int64
-	Skipped   string `json:",omitempty"`
+	SyncRunID  int64
+	SkipReason string `json:",omitempty"` // why the sync did not run (connector paused or deleted)
 	activities.PushSyncResult
 }
 
@@ -82,8 +82,8 @@ func ActivationSync(ctx workflow.Context, in ActivationSyncInput) (ActivationSyn
 	}).Get(ctx, &begun); err != nil {
 		return out, err
 	}
-	out.SyncRunID, out.Skipped = begun.SyncRunID, begun.Skipped
-	if begun.Skipped != "" {
+	out.SyncRunID, out.SkipReason = begun.SyncRunID, begun.SkipReason
+	if begun.SkipReason != "" {
 		return out, nil
 	}
 	push := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{

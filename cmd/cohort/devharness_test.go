@@ -33,6 +33,14 @@ type devStack struct {
 // startDev runs cohort dev on free ports against a fresh database and creates one tenant.
 func startDev(t *testing.T) *devStack {
 	t.Helper()
+	return startDevWith(t, nil, nil)
+}
+
+// startDevWith is startDev with extraEnv added to (or replacing) the dev's environment and, when
+// logTo is not nil, the dev's log written there at debug level (it must be safe for concurrent
+// writes) instead of stderr at warn.
+func startDevWith(t *testing.T, extraEnv map[string]string, logTo io.Writer) *devStack {
+	t.Helper()
 	dataDir := t.TempDir()
 	dbURL := testenv.Database(t)
 	env := map[string]string{
@@ -43,6 +51,12 @@ func startDev(t *testing.T) *devStack {
 		"COHORT_DEV_UI_PORT":       "0",
 		"COHORT_LOG_LEVEL":         "warn",
 	}
+	if logTo != nil {
+		env["COHORT_LOG_LEVEL"] = "debug"
+	}
+	for k, v := range extraEnv {
+		env[k] = v
+	}
 	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +64,9 @@ func startDev(t *testing.T) *devStack {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if logTo != nil {
+		logger = slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	go func() { done <- runDev(ctx, cfg, logger, io.Discard) }()
 	t.Cleanup(func() {
 		cancel()

@@ -96,6 +96,9 @@ type Service struct {
 	now  func() time.Time
 	// allowHTTP admits http:// platform URLs (COHORT_ALLOW_PRIVATE_NETWORKS, dev and tests).
 	allowHTTP bool
+	// syncSlots bounds the pushes running at once in this process (each holds one Postgres
+	// connection for its connector lock).
+	syncSlots chan struct{}
 }
 
 // Options of the service.
@@ -103,11 +106,17 @@ type Options struct {
 	// AllowHTTP admits http:// platform URLs (set with COHORT_ALLOW_PRIVATE_NETWORKS for dev and
 	// tests); production connectors must use https.
 	AllowHTTP bool
+	// MaxConcurrentSyncs bounds the pushes one process runs at once (default 32); each holds a
+	// Postgres connection of its own, outside the pool, for its connector's lock.
+	MaxConcurrentSyncs int
 }
 
 // NewService builds the service.
 func NewService(db *gorm.DB, pool *pgxpool.Pool, box *secretbox.Box, now func() time.Time, o Options) *Service {
-	return &Service{db: db, pool: pool, box: box, now: now, allowHTTP: o.AllowHTTP}
+	if o.MaxConcurrentSyncs <= 0 {
+		o.MaxConcurrentSyncs = 32
+	}
+	return &Service{db: db, pool: pool, box: box, now: now, allowHTTP: o.AllowHTTP, syncSlots: make(chan struct{}, o.MaxConcurrentSyncs)}
 }
 
 // CreateInput is the body of POST /api/activations/.

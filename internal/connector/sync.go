@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"gorm.io/gorm"
 
 	"github.com/cohort-dev/cohort/internal/connector/platform"
@@ -223,23 +222,30 @@ func (s *Service) Push(ctx context.Context, tenantID, runID int64, p platform.Pl
 	if err != nil {
 		return Counts{}, err
 	}
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return Counts{}, fmt.Errorf("acquire connection: %w", err)
+	// At most MaxConcurrentSyncs pushes run in this process; the others wait here (the activity
+	// keeps heartbeating).
+	select {
+	case s.syncSlots <- struct{}{}:
+		defer func() { <-s.syncSlots }()
+	case <-ctx.Done():
+		return Counts{}, ctx.Err()
 	}
-	defer conn.Release()
-	key := lockNamespace | r.ID
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", key); err != nil {
+	// The connector's lock lives on a connection of its own, outside the pool: a sync waiting
+	// minutes on a platform holds no pooled connection, and its queries borrow one per chunk.
+	// Closing the connection (or losing it with the worker) releases the lock.
+	lockConn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return Counts{}, fmt.Errorf("open the sync lock connection: %w", err)
+	}
+	defer func() { _ = lockConn.Close(context.WithoutCancel(ctx)) }()
+	if _, err := lockConn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockNamespace|r.ID); err != nil {
 		return Counts{}, fmt.Errorf("wait for the connector's other sync: %w", err)
 	}
-	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", key) }()
 	// Every attempt walks all pending members again: skipped and failed are this attempt's.
-	if _, err := conn.Exec(ctx, "UPDATE activation_sync_runs SET skipped = 0, failed = 0 WHERE tenant_id = $1 AND id = $2", tenantID, runID); err != nil {
+	if _, err := s.pool.Exec(ctx, "UPDATE activation_sync_runs SET skipped = 0, failed = 0 WHERE tenant_id = $1 AND id = $2", tenantID, runID); err != nil {
 		return Counts{}, fmt.Errorf("reset counts: %w", err)
 	}
-	// The engine runs on the locked connection: a sync holds one connection, so concurrent syncs
-	// cannot starve each other of the pool while holding their locks.
-	e := &engine{s: s, conn: conn, tenantID: tenantID, connectorID: r.ID, segmentID: r.SegmentID, runID: runID, p: p, progress: progress}
+	e := &engine{s: s, tenantID: tenantID, connectorID: r.ID, segmentID: r.SegmentID, runID: runID, p: p, progress: progress}
 	if err := e.pass(ctx, false); err != nil {
 		return e.counts, err
 	}
@@ -247,14 +253,13 @@ func (s *Service) Push(ctx context.Context, tenantID, runID int64, p platform.Pl
 		return e.counts, err
 	}
 	var c Counts
-	err = conn.QueryRow(ctx, "SELECT added, removed, skipped, failed FROM activation_sync_runs WHERE tenant_id = $1 AND id = $2",
+	err = s.pool.QueryRow(ctx, "SELECT added, removed, skipped, failed FROM activation_sync_runs WHERE tenant_id = $1 AND id = $2",
 		tenantID, runID).Scan(&c.Added, &c.Removed, &c.Skipped, &c.Failed)
 	return c, err
 }
 
 type engine struct {
 	s                                *Service
-	conn                             *pgxpool.Conn
 	tenantID, connectorID, segmentID int64
 	runID                            int64
 	p                                platform.Platform
@@ -285,7 +290,7 @@ func (e *engine) pass(ctx context.Context, adds bool) error {
 	}
 	after := ""
 	for {
-		rows, err := e.conn.Query(ctx, query, e.tenantID, e.connectorID, e.segmentID, after, chunk)
+		rows, err := e.s.pool.Query(ctx, query, e.tenantID, e.connectorID, e.segmentID, after, chunk)
 		if err != nil {
 			return fmt.Errorf("read pending changes: %w", err)
 		}
@@ -347,7 +352,7 @@ func (e *engine) record(ctx context.Context, adds bool, out platform.Outcome) er
 	} else {
 		removed = int64(len(out.Done))
 	}
-	return pgx.BeginFunc(ctx, e.conn, func(tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, e.s.pool, func(tx pgx.Tx) error {
 		if len(users) > 0 && adds {
 			_, err := tx.Exec(ctx, `INSERT INTO activation_members (tenant_id, connector_id, user_id, email, platform_id, present, synced_at)
 SELECT $1, $2, t.u, nullif(t.e, ''), nullif(t.p, ''), true, $3 FROM unnest($4::text[], $5::text[], $6::text[]) AS t(u, e, p)
