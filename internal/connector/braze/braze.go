@@ -37,19 +37,8 @@ type Adapter struct {
 // New returns the adapter of cfg.
 func New(cfg Config, hc *http.Client, limiter func(group string, l platform.Limit) *platform.Limiter, permanent ...error) *Adapter {
 	cfg.RESTEndpoint = strings.TrimRight(cfg.RESTEndpoint, "/")
-	return &Adapter{cfg: cfg, caller: &platform.Caller{
-		Platform: "braze",
-		HTTP:     hc,
-		Limiter:  func(string) *platform.Limiter { return limiter("track", LimitTrack) },
-		Header: func(h http.Header) {
-			h.Set("Authorization", "Bearer "+cfg.APIKey)
-			h.Set("Content-Type", "application/json")
-			h.Set("Accept", "application/json")
-		},
-		Message:                errorMessage,
-		Secrets:                []string{cfg.APIKey},
-		PermanentNetworkErrors: permanent,
-	}}
+	return &Adapter{cfg: cfg, caller: platform.NewJSONCaller("braze", hc, limiter("track", LimitTrack),
+		"Bearer "+cfg.APIKey, cfg.APIKey, errorMessage, permanent)}
 }
 
 // AddChunk and RemoveChunk are one /users/track request.

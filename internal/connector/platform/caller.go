@@ -181,3 +181,21 @@ func (c *Caller) isPermanent(err error) bool {
 	}
 	return false
 }
+
+// NewJSONCaller is the Caller of a plain JSON API authenticated by one Authorization value
+// ("Bearer <key>", "ApiKey-v1 <key>"), all of whose requests share one bucket.
+func NewJSONCaller(name string, hc *http.Client, bucket *Limiter, authorization, secret string, message func([]byte) string, permanent []error) *Caller {
+	return &Caller{
+		Platform: name,
+		HTTP:     hc,
+		Limiter:  func(string) *Limiter { return bucket },
+		Header: func(h http.Header) {
+			h.Set("Authorization", authorization)
+			h.Set("Content-Type", "application/json")
+			h.Set("Accept", "application/json")
+		},
+		Message:                message,
+		Secrets:                []string{secret},
+		PermanentNetworkErrors: permanent,
+	}
+}

@@ -37,19 +37,8 @@ type Adapter struct {
 // New returns the adapter of cfg.
 func New(cfg Config, hc *http.Client, limiter func(group string, l platform.Limit) *platform.Limiter, permanent ...error) *Adapter {
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
-	return &Adapter{cfg: cfg, caller: &platform.Caller{
-		Platform: "talon_one",
-		HTTP:     hc,
-		Limiter:  func(string) *platform.Limiter { return limiter("audiences", LimitAudiences) },
-		Header: func(h http.Header) {
-			h.Set("Authorization", "ApiKey-v1 "+cfg.APIKey)
-			h.Set("Content-Type", "application/json")
-			h.Set("Accept", "application/json")
-		},
-		Message:                errorMessage,
-		Secrets:                []string{cfg.APIKey},
-		PermanentNetworkErrors: permanent,
-	}}
+	return &Adapter{cfg: cfg, caller: platform.NewJSONCaller("talon_one", hc, limiter("audiences", LimitAudiences),
+		"ApiKey-v1 "+cfg.APIKey, cfg.APIKey, errorMessage, permanent)}
 }
 
 // AddChunk and RemoveChunk are one request.
