@@ -43,6 +43,8 @@ type Deps struct {
 	Segments *SegmentsDeps
 	// Activations serves /api/activations/; its routes are registered only when set.
 	Activations *ActivationsDeps
+	// Catalog serves /api/pim/; its routes are registered only when set.
+	Catalog *CatalogDeps
 	// Registry collects Prometheus metrics; a new one when nil.
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
@@ -117,5 +119,8 @@ func (s *Server) routes() {
 	}
 	if s.d.Activations != nil {
 		s.activationRoutes(a)
+	}
+	if s.d.Catalog != nil {
+		s.catalogRoutes(a)
 	}
 }

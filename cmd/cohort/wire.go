@@ -13,6 +13,7 @@ import (
 	"github.com/cohort-dev/cohort/api"
 	"github.com/cohort-dev/cohort/internal/auth"
 	"github.com/cohort-dev/cohort/internal/blob"
+	"github.com/cohort-dev/cohort/internal/catalog"
 	"github.com/cohort-dev/cohort/internal/config"
 	"github.com/cohort-dev/cohort/internal/secretbox"
 	"github.com/cohort-dev/cohort/internal/store"
@@ -164,7 +165,9 @@ func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsD
 // membership cache runs until ctx ends.
 func (c *core) newAPI(ctx context.Context, in *ingestion, segs *segments, tc client.Client) *api.Server {
 	ready := []api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}
-	return api.New(c.apiDeps(ready, in, c.segmentsAPI(ctx, segs, tc), c.activationsAPI(segs.connectors, tc)))
+	d := c.apiDeps(ready, in, c.segmentsAPI(ctx, segs, tc), c.activationsAPI(segs.connectors, tc))
+	d.Catalog = &api.CatalogDeps{Service: catalog.NewService(c.db.Gorm, c.db.Pool, time.Now)}
+	return api.New(d)
 }
 
 // serveHTTP listens on addr and serves h until ctx ends, then shuts down gracefully.

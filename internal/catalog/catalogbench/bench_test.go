@@ -1,0 +1,159 @@
+// Package catalogbench measures the catalogue at 100k products (COHORT_BENCH_PRODUCTS resizes):
+// bulk upsert throughput (created, then updated), list with a field filter and q (page_size 50)
+// and facets, as p50/p95 over repeated calls of the service.
+//
+//	task bench:catalog
+package catalogbench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cohort-dev/cohort/internal/catalog"
+	"github.com/cohort-dev/cohort/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func products() int {
+	if v, err := strconv.Atoi(os.Getenv("COHORT_BENCH_PRODUCTS")); err == nil && v > 0 {
+		return v
+	}
+	return 100_000
+}
+
+var (
+	colors = []string{"red", "blue", "green", "black", "white", "navy", "beige", "olive", "grey", "pink"}
+	brands = []string{"Acme", "Globex", "Initech", "Umbrella", "Hooli", "Vandelay", "Stark", "Wayne"}
+	words  = []string{"linen", "cotton", "wool", "shirt", "dress", "jacket", "summer", "classic", "slim", "relaxed"}
+)
+
+func product(i int, rev int) map[string]any {
+	return map[string]any{
+		"sku":         fmt.Sprintf("SKU-%07d", i),
+		"name":        fmt.Sprintf("%s %s %s %d", words[i%10], words[(i/10)%10], words[(i/100)%10], i),
+		"color":       colors[i%len(colors)],
+		"brand":       brands[(i/3)%len(brands)],
+		"tags":        []any{words[i%7], words[(i+3)%10]},
+		"price":       float64(10 + (i+rev)%90),
+		"stock":       float64(i % 500),
+		"active":      i%4 != 0,
+		"description": "A " + words[i%10] + " piece from the " + brands[i%len(brands)] + " collection.",
+	}
+}
+
+func setup(b *testing.B) (*catalog.Service, int64) {
+	ctx := context.Background()
+	db := testenv.OpenDB(b)
+	var tenant int64
+	if err := db.Pool.QueryRow(ctx, `INSERT INTO tenants (slug, name, webhook_secret_sealed, identity_secret_sealed)
+		VALUES ('bench', 'Bench', 'x', 'x') RETURNING id`).Scan(&tenant); err != nil {
+		b.Fatal(err)
+	}
+	svc := catalog.NewService(db.Gorm, db.Pool, time.Now)
+	_, err := svc.PutSchema(ctx, tenant, catalog.Schema{Fields: []catalog.Field{
+		{Name: "color", Type: catalog.TypeString, Facet: true},
+		{Name: "brand", Type: catalog.TypeString, Facet: true},
+		{Name: "tags", Type: catalog.TypeArray, Facet: true},
+		{Name: "price", Type: catalog.TypePrice, Required: true},
+		{Name: "stock", Type: catalog.TypeInteger},
+		{Name: "active", Type: catalog.TypeBoolean},
+		{Name: "description", Type: catalog.TypeText, Searchable: true},
+	}, DefaultCurrency: "EUR"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return svc, tenant
+}
+
+// load bulk-upserts n products in calls of 1,000 and returns products/s.
+func load(b *testing.B, svc *catalog.Service, tenant int64, n, rev int, want string) float64 {
+	ctx := context.Background()
+	start := time.Now()
+	for lo := 0; lo < n; lo += catalog.MaxBulk {
+		batch := make([]map[string]any, 0, catalog.MaxBulk)
+		for i := lo; i < min(lo+catalog.MaxBulk, n); i++ {
+			batch = append(batch, product(i, rev))
+		}
+		sum, err := svc.Bulk(ctx, tenant, batch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := map[string]int{"created": sum.Created, "updated": sum.Updated, "unchanged": sum.Unchanged, "failed": sum.Failed}
+		if got[want] != len(batch) {
+			b.Fatalf("bulk: %+v, want every product %s (first result %+v)", got, want, sum.Results[0])
+		}
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+func percentiles(d []time.Duration) (p50, p95 float64) {
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	ms := func(x time.Duration) float64 { return float64(x.Microseconds()) / 1000 }
+	return ms(d[len(d)/2]), ms(d[len(d)*95/100])
+}
+
+// BenchmarkCatalog loads the catalogue once, then measures each operation.
+func BenchmarkCatalog(b *testing.B) {
+	n := products()
+	svc, tenant := setup(b)
+	ctx := context.Background()
+	created := load(b, svc, tenant, n, 0, catalog.BulkCreated)
+	b.Run("bulk-create", func(b *testing.B) {
+		for b.Loop() {
+			b.ReportMetric(created, "products/s")
+		}
+	})
+	b.Run("bulk-update", func(b *testing.B) {
+		rev := 0
+		for b.Loop() {
+			rev++
+			b.ReportMetric(load(b, svc, tenant, min(n, 20_000), rev, catalog.BulkUpdated), "products/s")
+		}
+	})
+	queries := []catalog.ListQuery{
+		{Q: "linen", Filters: map[string]string{"color": "red"}, PageSize: 50},
+		{Q: "shirt dress", Filters: map[string]string{"brand": "Acme"}, PageSize: 50},
+		{Q: "cotton", Filters: map[string]string{"tags": "summer", "active": "true"}, PageSize: 50, Page: 3},
+		{Q: "jacket", Filters: map[string]string{"price": "42"}, PageSize: 50},
+	}
+	b.Run("list-filter-q", func(b *testing.B) {
+		for b.Loop() {
+			lat := make([]time.Duration, 0, 400)
+			for i := range 400 {
+				t0 := time.Now()
+				if _, err := svc.List(ctx, tenant, queries[i%len(queries)]); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			p50, p95 := percentiles(lat)
+			b.ReportMetric(p50, "p50-ms")
+			b.ReportMetric(p95, "p95-ms")
+		}
+	})
+	b.Run("facets", func(b *testing.B) {
+		for b.Loop() {
+			lat := make([]time.Duration, 0, 200)
+			for range 200 {
+				t0 := time.Now()
+				f, err := svc.Facets(ctx, tenant)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(f["color"]) != len(colors) {
+					b.Fatalf("color facet %v", f["color"])
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			p50, p95 := percentiles(lat)
+			b.ReportMetric(p50, "p50-ms")
+			b.ReportMetric(p95, "p95-ms")
+		}
+	})
+}

@@ -1,0 +1,240 @@
+package catalog_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cohort-dev/cohort/internal/catalog"
+	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/store"
+	"github.com/cohort-dev/cohort/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// fakeClock is the service's injected clock; whole seconds survive a timestamptz round trip.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+var clockStart = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
+
+// fixture is a fresh migrated database and a catalogue service over it.
+type fixture struct {
+	t     *testing.T
+	ctx   context.Context
+	db    *store.DB
+	svc   *catalog.Service
+	clock *fakeClock
+}
+
+var slugRE = regexp.MustCompile(`[^a-z0-9]+`)
+
+// tenantSeq makes tenant slugs unique.
+var tenantSeq atomic.Int64
+
+// with is the fixture reporting to t (a subtest).
+func (f *fixture) with(t *testing.T) *fixture {
+	g := *f
+	g.t = t
+	return &g
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	db := testenv.OpenDB(t)
+	clock := &fakeClock{now: clockStart}
+	return &fixture{t: t, ctx: context.Background(), db: db, svc: catalog.NewService(db.Gorm, db.Pool, clock.Now), clock: clock}
+}
+
+func (f *fixture) exec(sql string, args ...any) {
+	f.t.Helper()
+	if _, err := f.db.Pool.Exec(f.ctx, sql, args...); err != nil {
+		f.t.Fatalf("exec %q: %v", sql, err)
+	}
+}
+
+func (f *fixture) count(sql string, args ...any) int64 {
+	f.t.Helper()
+	var n int64
+	if err := f.db.Pool.QueryRow(f.ctx, sql, args...).Scan(&n); err != nil {
+		f.t.Fatalf("query %q: %v", sql, err)
+	}
+	return n
+}
+
+// tenant creates a tenant with plain SQL; the slug is made unique within the fixture.
+func (f *fixture) tenant(slug string) int64 {
+	f.t.Helper()
+	n := tenantSeq.Add(1)
+	slug = strings.Trim(slugRE.ReplaceAllString(strings.ToLower(slug), "-"), "-")
+	if len(slug) > 40 {
+		slug = slug[:40]
+	}
+	slug = fmt.Sprintf("t%d-%s", n, slug)
+	var id int64
+	if err := f.db.Pool.QueryRow(f.ctx, `INSERT INTO tenants (slug, name, webhook_secret_sealed, identity_secret_sealed)
+		VALUES ($1, $1, 'x', 'x') RETURNING id`, slug).Scan(&id); err != nil {
+		f.t.Fatalf("create tenant %s: %v", slug, err)
+	}
+	return id
+}
+
+// putSchema stores a schema of the given fields (USD, en) and fails the test on an error.
+func (f *fixture) putSchema(tenant int64, fields ...catalog.Field) *catalog.Schema {
+	f.t.Helper()
+	sc, err := f.svc.PutSchema(f.ctx, tenant, catalog.Schema{Fields: fields})
+	if err != nil {
+		f.t.Fatalf("put schema %+v: %v", fields, err)
+	}
+	return sc
+}
+
+func fld(name, typ string) catalog.Field { return catalog.Field{Name: name, Type: typ} }
+
+// create stores a product with data given as JSON (empty: no data) and fails the test on an error.
+func (f *fixture) create(tenant int64, sku, name, data string) *catalog.Product {
+	f.t.Helper()
+	in := catalog.ProductInput{SKU: sku, Name: name}
+	if data != "" {
+		in.Data = json.RawMessage(data)
+	}
+	p, err := f.svc.Create(f.ctx, tenant, in)
+	if err != nil {
+		f.t.Fatalf("create %s %s: %v", sku, data, err)
+	}
+	return p
+}
+
+// bulk runs a bulk upsert of products given as JSON objects and fails the test on an error.
+func (f *fixture) bulk(tenant int64, products ...string) *catalog.BulkSummary {
+	f.t.Helper()
+	in := make([]map[string]any, len(products))
+	for i, p := range products {
+		if err := json.Unmarshal([]byte(p), &in[i]); err != nil {
+			f.t.Fatalf("bulk product %d %s: %v", i, p, err)
+		}
+	}
+	out, err := f.svc.Bulk(f.ctx, tenant, in)
+	if err != nil {
+		f.t.Fatalf("bulk: %v", err)
+	}
+	return out
+}
+
+// storedData is the product's data column as stored, read with plain SQL, as canonical JSON.
+func (f *fixture) storedData(tenant int64, sku string) string {
+	f.t.Helper()
+	var raw []byte
+	if err := f.db.Pool.QueryRow(f.ctx, "SELECT data FROM products WHERE tenant_id = $1 AND sku = $2", tenant, sku).Scan(&raw); err != nil {
+		f.t.Fatalf("stored data of %s: %v", sku, err)
+	}
+	return canon(f.t, string(raw))
+}
+
+// skus lists the SKUs of a page in order.
+func skus(ps []*catalog.Product) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.SKU
+	}
+	return out
+}
+
+// canon re-encodes a JSON document with sorted keys, so two encodings compare as strings.
+func canon(t testing.TB, s string) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("not JSON: %s: %v", s, err)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// asJSON encodes v canonically.
+func asJSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("marshal %v: %v", v, err)
+	}
+	return canon(t, string(b))
+}
+
+// validation asserts err is a *errs.ValidationError (matching errs.ErrInvalid) and returns it.
+func validation(t testing.TB, err error) *errs.ValidationError {
+	t.Helper()
+	var ve *errs.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("error %v (%T), want a *errs.ValidationError", err, err)
+	}
+	if !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("error %v does not match errs.ErrInvalid", err)
+	}
+	return ve
+}
+
+// fieldKeys are the sorted keys of field errors.
+func fieldKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// wantFieldErrors asserts err is a validation error naming exactly the keys of want, each
+// message containing want's substring.
+func wantFieldErrors(t testing.TB, err error, want map[string]string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want field errors %v", want)
+	}
+	ve := validation(t, err)
+	if got, w := fieldKeys(ve.Fields), fieldKeys(want); !slices.Equal(got, w) {
+		t.Fatalf("field errors %v, want keys %v", ve.Fields, w)
+	}
+	for k, sub := range want {
+		if !strings.Contains(ve.Fields[k], sub) {
+			t.Errorf("fields[%q] = %q, want it to contain %q", k, ve.Fields[k], sub)
+		}
+	}
+}
+
+// coded asserts err is a *errs.CodedError of the kind and code.
+func coded(t testing.TB, err error, kind error, code string) *errs.CodedError {
+	t.Helper()
+	var ce *errs.CodedError
+	if !errors.As(err, &ce) {
+		t.Fatalf("error %v (%T), want a *errs.CodedError %s", err, err, code)
+	}
+	if ce.Code != code || !errors.Is(err, kind) {
+		t.Fatalf("error code %q kind %v (%v), want %q %v", ce.Code, ce.Kind, err, code, kind)
+	}
+	return ce
+}
