@@ -140,11 +140,6 @@ func (s *Server) syncConnector(c *gin.Context) {
 	}
 	ctx := c.Request.Context()
 	tenant := mustCredential(c).TenantID
-	conn, err := s.d.Activations.Service.Get(ctx, tenant, id)
-	if err != nil {
-		abort(c, err)
-		return
-	}
 	run, err := s.d.Activations.Service.QueueSync(ctx, tenant, id, func(runID int64) string {
 		return s.d.Activations.SyncWorkflowID(tenant, id, runID)
 	})
@@ -152,7 +147,7 @@ func (s *Server) syncConnector(c *gin.Context) {
 		abort(c, err)
 		return
 	}
-	if err := s.d.Activations.Jobs.Sync(ctx, tenant, conn.SegmentID, id, run.ID); err != nil {
+	if err := s.d.Activations.Jobs.Sync(ctx, tenant, run.SegmentID, id, run.ID); err != nil {
 		_ = s.d.Activations.Service.FailQueued(context.WithoutCancel(ctx), tenant, run.ID, "the sync could not be started: workflows unavailable")
 		abort(c, err)
 		return

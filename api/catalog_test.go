@@ -20,7 +20,7 @@ import (
 func catalogServer(t *testing.T) (*fixture, *httptest.Server) {
 	t.Helper()
 	f := newFixture(t)
-	svc := catalog.NewService(f.db.Gorm, f.db.Pool, time.Now)
+	svc := catalog.NewService(f.db.Pool, time.Now)
 	ts := serve(t, f.newServer(t, func(d *Deps) { d.Catalog = &CatalogDeps{Service: svc} }))
 	return f, ts
 }

@@ -166,7 +166,7 @@ func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsD
 func (c *core) newAPI(ctx context.Context, in *ingestion, segs *segments, tc client.Client) *api.Server {
 	ready := []api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}
 	d := c.apiDeps(ready, in, c.segmentsAPI(ctx, segs, tc), c.activationsAPI(segs.connectors, tc))
-	d.Catalog = &api.CatalogDeps{Service: catalog.NewService(c.db.Gorm, c.db.Pool, time.Now)}
+	d.Catalog = &api.CatalogDeps{Service: catalog.NewService(c.db.Pool, time.Now)}
 	return api.New(d)
 }
 

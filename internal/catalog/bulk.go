@@ -78,7 +78,7 @@ func (s *Service) Bulk(ctx context.Context, tenantID int64, products []map[strin
 			}
 			if len(fields) > 0 {
 				out.Results[i].Status, out.Results[i].Fields = BulkFailed, fields
-				out.Results[i].Error = (&errs.ValidationError{Fields: fields}).Error()
+				out.Results[i].Error = fields.Err().Error()
 				continue
 			}
 			seen[fold(it.sku)] = i

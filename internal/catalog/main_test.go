@@ -67,23 +67,14 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	db := testenv.OpenDB(t)
 	clock := &fakeClock{now: clockStart}
-	return &fixture{t: t, ctx: context.Background(), db: db, svc: catalog.NewService(db.Gorm, db.Pool, clock.Now), clock: clock}
+	return &fixture{t: t, ctx: context.Background(), db: db, svc: catalog.NewService(db.Pool, clock.Now), clock: clock}
 }
 
-func (f *fixture) exec(sql string, args ...any) {
-	f.t.Helper()
-	if _, err := f.db.Pool.Exec(f.ctx, sql, args...); err != nil {
-		f.t.Fatalf("exec %q: %v", sql, err)
-	}
-}
+func (f *fixture) exec(sql string, args ...any) { f.t.Helper(); testenv.Exec(f.t, f.db, sql, args...) }
 
 func (f *fixture) count(sql string, args ...any) int64 {
 	f.t.Helper()
-	var n int64
-	if err := f.db.Pool.QueryRow(f.ctx, sql, args...).Scan(&n); err != nil {
-		f.t.Fatalf("query %q: %v", sql, err)
-	}
-	return n
+	return testenv.Count(f.t, f.db, sql, args...)
 }
 
 // tenant creates a tenant with plain SQL; the slug is made unique within the fixture.
@@ -95,12 +86,7 @@ func (f *fixture) tenant(slug string) int64 {
 		slug = slug[:40]
 	}
 	slug = fmt.Sprintf("t%d-%s", n, slug)
-	var id int64
-	if err := f.db.Pool.QueryRow(f.ctx, `INSERT INTO tenants (slug, name, webhook_secret_sealed, identity_secret_sealed)
-		VALUES ($1, $1, 'x', 'x') RETURNING id`, slug).Scan(&id); err != nil {
-		f.t.Fatalf("create tenant %s: %v", slug, err)
-	}
-	return id
+	return testenv.Tenant(f.t, f.db, slug)
 }
 
 // putSchema stores a schema of the given fields (USD, en) and fails the test on an error.

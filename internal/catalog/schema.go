@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"gorm.io/gorm"
 
 	"github.com/cohort-dev/cohort/internal/errs"
 )
@@ -44,14 +43,13 @@ var BuiltIn = []string{"sku", "name"}
 
 // Service owns the catalogue of every tenant.
 type Service struct {
-	db   *gorm.DB
 	pool *pgxpool.Pool
 	now  func() time.Time
 }
 
 // NewService builds the service.
-func NewService(db *gorm.DB, pool *pgxpool.Pool, now func() time.Time) *Service {
-	return &Service{db: db, pool: pool, now: now}
+func NewService(pool *pgxpool.Pool, now func() time.Time) *Service {
+	return &Service{pool: pool, now: now}
 }
 
 // Schema returns the tenant's schema; a tenant that never set one has no fields.

@@ -77,30 +77,16 @@ func newFixture(t *testing.T, o connector.Options) *fixture {
 		svc: connector.NewService(db.Gorm, db.Pool, box, clock.Now, o)}
 }
 
-func (f *fixture) exec(sql string, args ...any) {
-	f.t.Helper()
-	if _, err := f.db.Pool.Exec(f.ctx, sql, args...); err != nil {
-		f.t.Fatalf("exec %q: %v", sql, err)
-	}
-}
+func (f *fixture) exec(sql string, args ...any) { f.t.Helper(); testenv.Exec(f.t, f.db, sql, args...) }
 
 func (f *fixture) count(sql string, args ...any) int64 {
 	f.t.Helper()
-	var n int64
-	if err := f.db.Pool.QueryRow(f.ctx, sql, args...).Scan(&n); err != nil {
-		f.t.Fatalf("query %q: %v", sql, err)
-	}
-	return n
+	return testenv.Count(f.t, f.db, sql, args...)
 }
 
 func (f *fixture) tenant(slug string) int64 {
 	f.t.Helper()
-	var id int64
-	if err := f.db.Pool.QueryRow(f.ctx, `INSERT INTO tenants (slug, name, webhook_secret_sealed, identity_secret_sealed)
-		VALUES ($1, $1, 'sealed', 'sealed') RETURNING id`, slug).Scan(&id); err != nil {
-		f.t.Fatalf("create tenant %s: %v", slug, err)
-	}
-	return id
+	return testenv.Tenant(f.t, f.db, slug)
 }
 
 func (f *fixture) segment(tenant int64, name string) int64 {

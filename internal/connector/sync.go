@@ -35,6 +35,7 @@ type SyncRun struct {
 	Trigger       string     `json:"trigger"`
 	WorkflowID    string     `json:"workflow_id"`
 	TemporalRunID *string    `json:"-"`
+	SegmentID     int64      `json:"-" gorm:"-"` // set by QueueSync: the workflow's search attribute
 	Status        string     `json:"status"`
 	CreatedAt     time.Time  `json:"created_at"`
 	StartedAt     *time.Time `json:"started_at"`
@@ -86,10 +87,11 @@ func (s *Service) Run(ctx context.Context, tenantID, runID int64) (*SyncRun, err
 func (s *Service) QueueSync(ctx context.Context, tenantID, id int64, workflowID func(runID int64) string) (*SyncRun, error) {
 	var run *SyncRun
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if _, err := getRow(ctx, tx, tenantID, id, false); err != nil {
+		r, err := getRow(ctx, tx, tenantID, id, false)
+		if err != nil {
 			return err
 		}
-		run = &SyncRun{TenantID: tenantID, ConnectorID: id, Trigger: TriggerManual, WorkflowID: "-", Status: RunQueued, CreatedAt: s.clock()}
+		run = &SyncRun{TenantID: tenantID, ConnectorID: id, SegmentID: r.SegmentID, Trigger: TriggerManual, WorkflowID: "-", Status: RunQueued, CreatedAt: s.clock()}
 		if err := tx.Create(run).Error; err != nil {
 			return fmt.Errorf("queue sync: %w", err)
 		}

@@ -56,28 +56,17 @@ func newSegFixture(t *testing.T) *segFixture {
 
 func (f *segFixture) exec(sql string, args ...any) {
 	f.t.Helper()
-	if _, err := f.db.Pool.Exec(f.ctx, sql, args...); err != nil {
-		f.t.Fatalf("exec %q: %v", sql, err)
-	}
+	testenv.Exec(f.t, f.db, sql, args...)
 }
 
 func (f *segFixture) count(sql string, args ...any) int64 {
 	f.t.Helper()
-	var n int64
-	if err := f.db.Pool.QueryRow(f.ctx, sql, args...).Scan(&n); err != nil {
-		f.t.Fatalf("query %q: %v", sql, err)
-	}
-	return n
+	return testenv.Count(f.t, f.db, sql, args...)
 }
 
 func (f *segFixture) tenant(slug string) int64 {
 	f.t.Helper()
-	var id int64
-	if err := f.db.Pool.QueryRow(f.ctx, `INSERT INTO tenants (slug, name, webhook_secret_sealed, identity_secret_sealed)
-		VALUES ($1, $1, 'sealed', 'sealed') RETURNING id`, slug).Scan(&id); err != nil {
-		f.t.Fatalf("create tenant %s: %v", slug, err)
-	}
-	return id
+	return testenv.Tenant(f.t, f.db, slug)
 }
 
 // profile upserts a user's profile with the given traits (a JSON object).

@@ -196,3 +196,33 @@ func (quietLogger) Debug(string, ...any) {}
 func (quietLogger) Info(string, ...any)  {}
 func (quietLogger) Warn(string, ...any)  {}
 func (quietLogger) Error(string, ...any) {}
+
+// Tenant inserts a bare tenant row (placeholder sealed secrets: no keys, no webhook) and returns
+// its id, for domain tests that need tenant-scoped rows without the tenant service.
+func Tenant(tb testing.TB, db *store.DB, slug string) int64 {
+	tb.Helper()
+	var id int64
+	if err := db.Pool.QueryRow(context.Background(), `INSERT INTO tenants (slug, name, webhook_secret_sealed, identity_secret_sealed)
+		VALUES ($1, $1, 'sealed', 'sealed') RETURNING id`, slug).Scan(&id); err != nil {
+		tb.Fatalf("testenv: create tenant %s: %v", slug, err)
+	}
+	return id
+}
+
+// Exec runs a statement and fails the test on an error.
+func Exec(tb testing.TB, db *store.DB, sql string, args ...any) {
+	tb.Helper()
+	if _, err := db.Pool.Exec(context.Background(), sql, args...); err != nil {
+		tb.Fatalf("exec %q: %v", sql, err)
+	}
+}
+
+// Count runs a query of one integer and fails the test on an error.
+func Count(tb testing.TB, db *store.DB, sql string, args ...any) int64 {
+	tb.Helper()
+	var n int64
+	if err := db.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		tb.Fatalf("query %q: %v", sql, err)
+	}
+	return n
+}

@@ -50,12 +50,8 @@ func product(i int, rev int) map[string]any {
 func setup(b *testing.B) (*catalog.Service, int64) {
 	ctx := context.Background()
 	db := testenv.OpenDB(b)
-	var tenant int64
-	if err := db.Pool.QueryRow(ctx, `INSERT INTO tenants (slug, name, webhook_secret_sealed, identity_secret_sealed)
-		VALUES ('bench', 'Bench', 'x', 'x') RETURNING id`).Scan(&tenant); err != nil {
-		b.Fatal(err)
-	}
-	svc := catalog.NewService(db.Gorm, db.Pool, time.Now)
+	tenant := testenv.Tenant(b, db, "bench")
+	svc := catalog.NewService(db.Pool, time.Now)
 	_, err := svc.PutSchema(ctx, tenant, catalog.Schema{Fields: []catalog.Field{
 		{Name: "color", Type: catalog.TypeString, Facet: true},
 		{Name: "brand", Type: catalog.TypeString, Facet: true},

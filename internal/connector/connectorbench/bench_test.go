@@ -53,10 +53,7 @@ func setup(b *testing.B, n int) *fixture {
 		b.Fatal(err)
 	}
 	f := &fixture{db: db, svc: connector.NewService(db.Gorm, db.Pool, box, time.Now, connector.Options{AllowHTTP: true})}
-	if err := db.Pool.QueryRow(ctx, `INSERT INTO tenants (slug, name, webhook_secret_sealed, identity_secret_sealed)
-		VALUES ('bench', 'Bench', 'x', 'x') RETURNING id`).Scan(&f.tenant); err != nil {
-		b.Fatal(err)
-	}
+	f.tenant = testenv.Tenant(b, db, "bench")
 	if err := db.Pool.QueryRow(ctx, `INSERT INTO segments (tenant_id, name, segment_type, status, computed_count)
 		VALUES ($1, 'bench', 'rule', 'ready', $2) RETURNING id`, f.tenant, n).Scan(&f.segment); err != nil {
 		b.Fatal(err)

@@ -32,9 +32,9 @@ func NewLimiter(l Limit) *Limiter {
 		bs = append(bs, rate.NewLimiter(rate.Limit(0.45*float64(l.Burst)), max(1, l.Burst/2)))
 	}
 	if l.Steady > 0 {
-		burst := min(max(1, l.Steady/10), max(1, l.Burst))
-		if l.Burst == 0 {
-			burst = max(1, l.Steady/10)
+		burst := max(1, l.Steady/10)
+		if l.Burst > 0 {
+			burst = min(burst, l.Burst)
 		}
 		bs = append(bs, rate.NewLimiter(rate.Limit(0.85*float64(l.Steady)/60), burst))
 	}
