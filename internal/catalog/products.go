@@ -277,9 +277,13 @@ type Page struct {
 
 // List returns a page of the tenant's products in id order.
 func (s *Service) List(ctx context.Context, tenantID int64, q ListQuery) (*Page, error) {
-	sc, err := s.Schema(ctx, tenantID)
-	if err != nil {
-		return nil, err
+	// The schema types the field filters; a plain page or name search does not need it.
+	sc := &Schema{}
+	var err error
+	if len(q.Filters) > 0 {
+		if sc, err = s.Schema(ctx, tenantID); err != nil {
+			return nil, err
+		}
 	}
 	f := errs.Fields{}
 	if q.Page == 0 {
