@@ -149,7 +149,9 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 	}
 	wctx, cancelWorker := context.WithCancel(context.Background())
 	workerDone := make(chan error, 1)
-	go func() { workerDone <- worker.New(c.workerDeps(tc, []worker.Registration{segReg}, loader)).Run(wctx) }()
+	go func() {
+		workerDone <- worker.New(c.workerDeps(tc, []worker.Registration{segReg, c.catalogWorker()}, loader)).Run(wctx)
+	}()
 	stops = append(stops, func() { cancelWorker(); <-workerDone })
 
 	srv := c.newAPI(wctx, in, segs, tc)

@@ -68,7 +68,7 @@ func runWorker(ctx context.Context, cfg *config.Config, logger *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	return worker.New(c.workerDeps(tc, []worker.Registration{segReg}, loader)).Run(ctx)
+	return worker.New(c.workerDeps(tc, []worker.Registration{segReg, c.catalogWorker()}, loader)).Run(ctx)
 }
 
 func runMigrate(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout io.Writer) error {

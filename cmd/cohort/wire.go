@@ -13,7 +13,6 @@ import (
 	"github.com/cohort-dev/cohort/api"
 	"github.com/cohort-dev/cohort/internal/auth"
 	"github.com/cohort-dev/cohort/internal/blob"
-	"github.com/cohort-dev/cohort/internal/catalog"
 	"github.com/cohort-dev/cohort/internal/config"
 	"github.com/cohort-dev/cohort/internal/secretbox"
 	"github.com/cohort-dev/cohort/internal/store"
@@ -42,6 +41,7 @@ type core struct {
 	auth      *auth.Authenticator
 	blob      blob.Store
 	localBlob *blob.Local
+	cat       *catalogParts // see catalogue()
 	closers   []func()
 }
 
@@ -166,7 +166,7 @@ func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsD
 func (c *core) newAPI(ctx context.Context, in *ingestion, segs *segments, tc client.Client) *api.Server {
 	ready := []api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}
 	d := c.apiDeps(ready, in, c.segmentsAPI(ctx, segs, tc), c.activationsAPI(segs.connectors, tc))
-	d.Catalog = &api.CatalogDeps{Service: catalog.NewService(c.db.Pool, time.Now)}
+	d.Catalog = c.catalogAPI(tc)
 	return api.New(d)
 }
 

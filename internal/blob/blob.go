@@ -23,6 +23,10 @@ type Store interface {
 	Put(ctx context.Context, key string, r io.Reader, contentType string) (int64, error)
 	// Open returns the object's content; ErrNotFound when missing.
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
+	// OpenRange returns length bytes of the object from offset (fewer at its end; a negative
+	// length reads to the end); ErrNotFound when missing. A CSV import resumes with it, and
+	// reads the samples it analyses without downloading the whole file.
+	OpenRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
 	// Stat returns the object's metadata; ErrNotFound when missing.
 	Stat(ctx context.Context, key string) (Info, error)
 	// Delete removes the object; a missing object is not an error.

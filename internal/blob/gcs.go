@@ -163,6 +163,24 @@ func (g *GCS) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	return r, nil
 }
 
+// OpenRange returns length bytes of the object from offset (see Store.OpenRange).
+func (g *GCS) OpenRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	if offset < 0 {
+		return nil, fmt.Errorf("open %s: negative offset %d", key, offset)
+	}
+	if length < 0 {
+		length = -1
+	}
+	r, err := g.bucket.Object(key).NewRangeReader(ctx, offset, length)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", key, notFound(err))
+	}
+	return r, nil
+}
+
 // Stat returns the object's metadata.
 func (g *GCS) Stat(ctx context.Context, key string) (Info, error) {
 	if err := ValidateKey(key); err != nil {

@@ -189,6 +189,29 @@ func (l *Local) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	return &localReader{SectionReader: io.NewSectionReader(f, off, size), f: f}, nil
 }
 
+// OpenRange returns length bytes of the object from offset (see Store.OpenRange).
+func (l *Local) OpenRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	if offset < 0 {
+		return nil, fmt.Errorf("open %s: negative offset %d", key, offset)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("open %s: %w", key, err)
+	}
+	f, _, off, size, err := l.openFile(key)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", key, err)
+	}
+	offset = min(offset, size)
+	n := size - offset
+	if length >= 0 {
+		n = min(n, length)
+	}
+	return &localReader{SectionReader: io.NewSectionReader(f, off+offset, n), f: f}, nil
+}
+
 // Stat returns the object's metadata.
 func (l *Local) Stat(ctx context.Context, key string) (Info, error) {
 	if err := ValidateKey(key); err != nil {

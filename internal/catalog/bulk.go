@@ -58,6 +58,13 @@ type bulkItem struct {
 // fields given (null removes one) or left unchanged when nothing differs. An invalid product
 // fails alone; the others are stored, in one transaction.
 func (s *Service) Bulk(ctx context.Context, tenantID int64, products []map[string]any) (*BulkSummary, error) {
+	return s.BulkWith(ctx, tenantID, products, nil)
+}
+
+// BulkWith is Bulk whose transaction also runs after (when not nil) once the products are
+// written and the summary counted: whatever after writes commits or rolls back with them. The
+// CSV import records its progress this way, so a retried chunk is neither lost nor counted twice.
+func (s *Service) BulkWith(ctx context.Context, tenantID int64, products []map[string]any, after func(ctx context.Context, tx pgx.Tx, sum *BulkSummary) error) (*BulkSummary, error) {
 	if len(products) > MaxBulk {
 		return nil, errs.Coded(errs.ErrInvalid, "batch_too_large", "at most %d products per call, got %d", MaxBulk, len(products))
 	}
@@ -138,11 +145,23 @@ func (s *Service) Bulk(ctx context.Context, tenantID int64, products []map[strin
 			}
 			updates = append(updates, more...)
 		}
-		return updateItems(ctx, tx, tenantID, updates, now, out.Results)
+		if err := updateItems(ctx, tx, tenantID, updates, now, out.Results); err != nil {
+			return err
+		}
+		out.count()
+		if after != nil {
+			return after(ctx, tx, out)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	return out, nil
+}
+
+func (out *BulkSummary) count() {
+	out.Created, out.Updated, out.Unchanged, out.Failed = 0, 0, 0, 0
 	for _, r := range out.Results {
 		switch r.Status {
 		case BulkCreated:
@@ -155,7 +174,6 @@ func (s *Service) Bulk(ctx context.Context, tenantID int64, products []map[strin
 			out.Failed++
 		}
 	}
-	return out, nil
 }
 
 // parseBulkItem splits one bulk product into sku, name and checked data fields.

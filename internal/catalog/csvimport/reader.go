@@ -56,7 +56,8 @@ func (e *RowError) Unwrap() error { return e.Err }
 type Reader struct {
 	src        *guardReader
 	cr         *csv.Reader
-	bom        int64
+	base       int64 // bytes of the file before cr's input: the byte-order mark, or a resume offset
+	lineBase   int   // lines of the file before cr's input (resumed readers)
 	headers    []string
 	rawHeaders []string // trimmed, before empty and repeated headers are named
 	row        int      // number of the last row read (the header is 1)
@@ -83,7 +84,7 @@ func NewReader(r io.Reader, delimiter string) (*Reader, error) {
 	switch {
 	case bytes.HasPrefix(head, bomUTF8):
 		_, _ = br.Discard(3)
-		rd.bom = 3
+		rd.base = 3
 	case bytes.HasPrefix(head, bomUTF16LE) || bytes.HasPrefix(head, bomUTF16BE):
 		return nil, badCSV("the file is UTF-16; save it as \"CSV UTF-8\"")
 	}
@@ -162,7 +163,40 @@ func uniqueHeaders(rec []string) []string {
 func (r *Reader) Headers() []string { return slices.Clone(r.headers) }
 
 // BytesRead is how many bytes of the file the rows read so far take, byte-order mark included.
-func (r *Reader) BytesRead() int64 { return r.bom + r.cr.InputOffset() }
+func (r *Reader) BytesRead() int64 { return r.base + r.cr.InputOffset() }
+
+// Position is where a Reader stands: after its header row or after the last row Next returned.
+// Resume continues from it, so a long import can be checkpointed and picked up by another process.
+type Position struct {
+	Offset int64 `json:"offset"` // bytes of the file consumed, byte-order mark included
+	Row    int   `json:"row"`    // number of the last row read (the header is 1)
+	Line   int   `json:"line"`   // last line of the file consumed
+}
+
+// Position returns the reader's position.
+func (r *Reader) Position() Position {
+	return Position{Offset: r.BytesRead(), Row: r.row, Line: r.line}
+}
+
+// Resume returns a Reader that goes on from p, a Position of an earlier Reader of the same file:
+// rest yields the file from p.Offset on, headers are that Reader's Headers and delimiter its
+// delimiter. Row and line numbers, and BytesRead, continue those of the file.
+func Resume(rest io.Reader, delimiter string, headers []string, p Position) (*Reader, error) {
+	comma, err := parseDelimiter(delimiter)
+	if err != nil {
+		return nil, err
+	}
+	if len(headers) == 0 || p.Offset < 0 || p.Row < 1 || p.Line < 1 {
+		return nil, fmt.Errorf("csvimport: cannot resume at %+v with %d headers", p, len(headers))
+	}
+	src := &guardReader{r: rest, limit: MaxRowBytes}
+	rd := &Reader{src: src, base: p.Offset, lineBase: p.Line, headers: slices.Clone(headers), row: p.Row, line: p.Line}
+	rd.rawHeaders = slices.Clone(headers)
+	rd.cr = csv.NewReader(bufio.NewReaderSize(src, 64<<10))
+	rd.cr.Comma = comma
+	rd.cr.FieldsPerRecord = -1
+	return rd, nil
+}
 
 // Next returns the next data row as header -> cell (cells as in the file, not trimmed) and its
 // row number. A row that cannot be imported (a broken quote, more or fewer cells than the header,
@@ -195,6 +229,12 @@ func (r *Reader) next() ([]string, int, error) {
 		}
 		var pe *csv.ParseError
 		if errors.As(err, &pe) {
+			if r.lineBase > 0 { // the lines the error names are the file's
+				shifted := *pe
+				shifted.StartLine += r.lineBase
+				shifted.Line += r.lineBase
+				pe, err = &shifted, &shifted
+			}
 			n := r.advance(pe.StartLine, pe.Line)
 			return nil, n, &RowError{Row: n, Line: pe.StartLine, Err: err}
 		}
@@ -206,7 +246,8 @@ func (r *Reader) next() ([]string, int, error) {
 			return nil, 0, r.err
 		}
 		start, _ := r.cr.FieldPos(0)
-		n := r.advance(start, recordEndLine(r.cr, rec))
+		start += r.lineBase
+		n := r.advance(start, recordEndLine(r.cr, rec)+r.lineBase)
 		if isBlankRecord(rec) {
 			continue
 		}

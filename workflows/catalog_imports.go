@@ -1,0 +1,86 @@
+package workflows
+
+import (
+	"context"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/cohort-dev/cohort/activities"
+)
+
+// KindCatalogImport is the CSV import workflow's kind.
+const KindCatalogImport = "catalog-import"
+
+// CatalogImportID is a job's import workflow: "catalog-import:<tenant>:<job>".
+func CatalogImportID(tenantID, jobID int64) string { return ID(KindCatalogImport, tenantID, jobID) }
+
+// CatalogImportInput names the confirmed job.
+type CatalogImportInput struct {
+	TenantID int64
+	JobID    int64
+}
+
+var catalogImports *activities.CatalogImports
+
+// Import activity options: one long activity that heartbeats after every chunk (1,000 rows, well
+// under a second) and resumes at its checkpoint when retried.
+const (
+	importRunTimeout   = 6 * time.Hour
+	importHeartbeat    = 2 * time.Minute
+	importMaxAttempts  = 20
+	importMaxRetryWait = time.Minute
+)
+
+// CatalogImport imports a confirmed CSV job. The job ends done, or failed with the reason when
+// the file cannot be imported or the retries run out; the workflow then fails too, so operators
+// find it with `temporal workflow list --query 'WorkflowType="CatalogImport" AND ExecutionStatus="Failed"'`.
+func CatalogImport(ctx workflow.Context, in CatalogImportInput) (activities.RunImportResult, error) {
+	run := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: importRunTimeout,
+		HeartbeatTimeout:    importHeartbeat,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        2 * time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        importMaxRetryWait,
+			MaximumAttempts:        importMaxAttempts,
+			NonRetryableErrorTypes: []string{activities.ErrTypeImportFailed},
+		},
+	})
+	var res activities.RunImportResult
+	err := workflow.ExecuteActivity(run, catalogImports.RunImport, activities.RunImportInput{TenantID: in.TenantID, JobID: in.JobID}).Get(ctx, &res)
+	if err == nil {
+		return res, nil
+	}
+	reason := failureMessage("import", err)
+	if ferr := workflow.ExecuteActivity(shortActivity(ctx), catalogImports.FailImport,
+		activities.FailImportInput{TenantID: in.TenantID, JobID: in.JobID, Reason: reason}).Get(ctx, nil); ferr != nil {
+		return res, ferr
+	}
+	return res, temporal.NewNonRetryableApplicationError(reason, activities.ErrTypeImportFailed, nil)
+}
+
+// CatalogImportJobs starts import workflows from the API (client side).
+type CatalogImportJobs struct {
+	Client    client.Client
+	TaskQueue string
+}
+
+// StartImport starts the job's import, or finds the one already running; it returns the id.
+func (j *CatalogImportJobs) StartImport(ctx context.Context, tenantID, jobID int64) (string, error) {
+	id := CatalogImportID(tenantID, jobID)
+	_, err := j.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                j.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		TypedSearchAttributes:    TenantSearchAttributes(tenantID),
+	}, CatalogImport, CatalogImportInput{TenantID: tenantID, JobID: jobID})
+	if err != nil {
+		return id, unavailable("start catalog import", err)
+	}
+	return id, nil
+}
