@@ -124,6 +124,11 @@ func TestCatalogImportEndToEnd(t *testing.T) {
 	if got.Status != "done" || got.FailedRows != 0 || got.Created != 15 || got.FinishedAt == nil || got.TotalRows != got.ProcessedRows {
 		t.Fatalf("job after import: %+v", got)
 	}
+	// Every imported product gets its embedding from the worker (local provider), batched.
+	eventually(t, "the imported products' embeddings", func() bool {
+		return countRows(t, s.dbURL, `SELECT count(*) FROM product_embeddings WHERE tenant_id = $1 AND model = 'local-ngram-v1'`, s.tenantID) == 15 &&
+			countRows(t, s.dbURL, `SELECT count(*) FROM product_embedding_queue WHERE tenant_id = $1`, s.tenantID) == 0
+	})
 	var e apiError
 	if code := s.do(t, http.MethodPost, path+"confirm/", bearer, confirm, nil, &e); code != http.StatusBadRequest || e.Error.Code != "job_not_in_mapping" {
 		t.Fatalf("confirm a done job: %d %+v", code, e)

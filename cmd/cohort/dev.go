@@ -148,9 +148,14 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 		return err
 	}
 	wctx, cancelWorker := context.WithCancel(context.Background())
+	catReg, err := c.catalogWorker(wctx, tc)
+	if err != nil {
+		cancelWorker()
+		return err
+	}
 	workerDone := make(chan error, 1)
 	go func() {
-		workerDone <- worker.New(c.workerDeps(tc, []worker.Registration{segReg, c.catalogWorker()}, loader)).Run(wctx)
+		workerDone <- worker.New(c.workerDeps(tc, []worker.Registration{segReg, catReg}, loader)).Run(wctx)
 	}()
 	stops = append(stops, func() { cancelWorker(); <-workerDone })
 

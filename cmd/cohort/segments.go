@@ -9,7 +9,6 @@ import (
 
 	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/api"
-	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/connector"
 	"github.com/cohort-dev/cohort/internal/segment"
 	"github.com/cohort-dev/cohort/internal/warehouse/bigquery"
@@ -47,10 +46,7 @@ func (c *core) segmentsAPI(ctx context.Context, s *segments, tc client.Client) *
 
 // segmentsWorker registers the segment workflows and activities.
 func (c *core) segmentsWorker(s *segments) (func(r sdkworker.Registry), error) {
-	provider, err := ai.New(ai.Config{
-		Provider: c.cfg.AI.Provider, BaseURL: c.cfg.AI.BaseURL, APIKey: c.cfg.AI.APIKey,
-		ChatModel: c.cfg.AI.ChatModel, EmbeddingModel: c.cfg.AI.EmbeddingModel, Dimensions: c.cfg.AI.Dimensions,
-	})
+	provider, err := c.aiProvider()
 	if err != nil {
 		return nil, err
 	}

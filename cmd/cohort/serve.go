@@ -68,7 +68,11 @@ func runWorker(ctx context.Context, cfg *config.Config, logger *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	return worker.New(c.workerDeps(tc, []worker.Registration{segReg, c.catalogWorker()}, loader)).Run(ctx)
+	catReg, err := c.catalogWorker(ctx, tc)
+	if err != nil {
+		return err
+	}
+	return worker.New(c.workerDeps(tc, []worker.Registration{segReg, catReg}, loader)).Run(ctx)
 }
 
 func runMigrate(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout io.Writer) error {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/api"
+	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/auth"
 	"github.com/cohort-dev/cohort/internal/blob"
 	"github.com/cohort-dev/cohort/internal/config"
@@ -42,6 +43,7 @@ type core struct {
 	blob      blob.Store
 	localBlob *blob.Local
 	cat       *catalogParts // see catalogue()
+	ai        ai.Provider   // see aiProvider()
 	closers   []func()
 }
 

@@ -69,6 +69,7 @@ func (s *Service) BulkWith(ctx context.Context, tenantID int64, products []map[s
 		return nil, errs.Coded(errs.ErrInvalid, "batch_too_large", "at most %d products per call, got %d", MaxBulk, len(products))
 	}
 	out := &BulkSummary{Results: make([]BulkResult, len(products))}
+	queued := 0
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		sc, err := lockSchemaShared(ctx, tx, tenantID)
 		if err != nil {
@@ -148,6 +149,9 @@ func (s *Service) BulkWith(ctx context.Context, tenantID int64, products []map[s
 		if err := updateItems(ctx, tx, tenantID, updates, now, out.Results); err != nil {
 			return err
 		}
+		if queued, err = queueBulkEmbeddings(ctx, tx, tenantID, sc, creates, updates, out.Results, now); err != nil {
+			return err
+		}
 		out.count()
 		if after != nil {
 			return after(ctx, tx, out)
@@ -156,6 +160,9 @@ func (s *Service) BulkWith(ctx context.Context, tenantID int64, products []map[s
 	})
 	if err != nil {
 		return nil, err
+	}
+	if queued > 0 {
+		s.kickEmbeddings(ctx, tenantID)
 	}
 	return out, nil
 }

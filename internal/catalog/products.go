@@ -181,9 +181,16 @@ func (s *Service) Create(ctx context.Context, tenantID int64, in ProductInput) (
 		out, err = scanProduct(tx.QueryRow(ctx, `INSERT INTO products (tenant_id, sku, name, sku_key, name_key, data, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING `+productColumns,
 			tenantID, in.SKU, in.Name, fold(in.SKU), fold(in.Name), enc, now))
-		return skuConflict(err, in.SKU)
+		if err != nil {
+			return skuConflict(err, in.SKU)
+		}
+		return queueEmbeddings(ctx, tx, tenantID, now, []int64{out.ID})
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	s.kickEmbeddings(ctx, tenantID)
+	return out, nil
 }
 
 // Get returns one of the tenant's products; another tenant's is ErrNotFound.
@@ -201,6 +208,7 @@ func (s *Service) Get(ctx context.Context, tenantID, id int64) (*Product, error)
 // Update applies a PATCH: name, and data merged field by field.
 func (s *Service) Update(ctx context.Context, tenantID, id int64, in ProductPatch) (*Product, error) {
 	var out *Product
+	queued := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		sc, err := lockSchemaShared(ctx, tx, tenantID)
 		if err != nil {
@@ -234,9 +242,19 @@ func (s *Service) Update(ctx context.Context, tenantID, id int64, in ProductPatc
 		enc, _ := json.Marshal(data)
 		out, err = scanProduct(tx.QueryRow(ctx, `UPDATE products SET name = $3, name_key = $4, data = $5, updated_at = $6
 			WHERE tenant_id = $1 AND id = $2 RETURNING `+productColumns, tenantID, id, name, fold(name), enc, s.now().UTC()))
-		return err
+		if err != nil || EmbeddingText(sc, name, data) == EmbeddingText(sc, cur.Name, cur.Data) {
+			return err
+		}
+		queued = true
+		return queueEmbeddings(ctx, tx, tenantID, s.now().UTC(), []int64{id})
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	if queued {
+		s.kickEmbeddings(ctx, tenantID)
+	}
+	return out, nil
 }
 
 // Delete removes a product.

@@ -43,8 +43,9 @@ var BuiltIn = []string{"sku", "name"}
 
 // Service owns the catalogue of every tenant.
 type Service struct {
-	pool *pgxpool.Pool
-	now  func() time.Time
+	pool  *pgxpool.Pool
+	now   func() time.Time
+	kicks embeddingKicks // see SetEmbeddingScheduler
 }
 
 // NewService builds the service.
@@ -154,6 +155,7 @@ func (s *Service) PutSchema(ctx context.Context, tenantID int64, in Schema) (*Sc
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
+	var requeued int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// One writer of a tenant's schema at a time; product writes read it under the same lock.
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", schemaLockKey(tenantID)); err != nil {
@@ -180,10 +182,16 @@ func (s *Service) PutSchema(ctx context.Context, tenantID int64, in Schema) (*Sc
 		if err != nil {
 			return fmt.Errorf("store product schema: %w", err)
 		}
-		return nil
+		if embeddingSpecChanged(old, &in) {
+			requeued, err = queueAllEmbeddings(ctx, tx, tenantID, s.now().UTC())
+		}
+		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	if requeued > 0 {
+		s.kickEmbeddings(ctx, tenantID)
 	}
 	return &in, nil
 }

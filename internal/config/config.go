@@ -138,8 +138,11 @@ func Load(env Getenv) (*Config, error) {
 			Provider:       r.str("COHORT_AI_PROVIDER", ""),
 			BaseURL:        r.str("OPENAI_BASE_URL", "https://api.openai.com/v1"),
 			APIKey:         r.secret("OPENAI_API_KEY"),
-			ChatModel:      r.str("OPENAI_CHAT_MODEL", "gpt-4o-mini"),
-			EmbeddingModel: r.str("OPENAI_EMBEDDING_MODEL", "text-embedding-3-small"),
+			// Empty: the provider's own default (gpt-4o-mini and text-embedding-3-small for openai,
+			// local-template and local-ngram-v1 for local), so stored embeddings name the model
+			// that made them.
+			ChatModel:      r.str("OPENAI_CHAT_MODEL", ""),
+			EmbeddingModel: r.str("OPENAI_EMBEDDING_MODEL", ""),
 			Dimensions:     r.integer("OPENAI_EMBEDDING_DIMENSIONS", 0),
 		},
 		JWT: JWTConfig{

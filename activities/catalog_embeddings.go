@@ -1,0 +1,71 @@
+package activities
+
+import (
+	"context"
+	"errors"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/cohort-dev/cohort/internal/ai"
+	"github.com/cohort-dev/cohort/internal/catalog"
+)
+
+// Error types of product embedding failures.
+const (
+	// ErrTypeNoEmbeddingProvider: the worker has no AI provider; not retried.
+	ErrTypeNoEmbeddingProvider = "EmbeddingProviderMissing"
+	// ErrTypeEmbeddingRateLimited: the provider said 429 with a Retry-After; retried after it.
+	ErrTypeEmbeddingRateLimited = "EmbeddingRateLimited"
+)
+
+// ProductEmbeddings embeds a tenant's queued products (catalog.DrainEmbeddings).
+type ProductEmbeddings struct {
+	Catalog *catalog.Service
+	AI      ai.Provider
+}
+
+// EmbedPendingInput names the tenant and the most queue rows to take (0: catalog.DefaultEmbedBatch).
+type EmbedPendingInput struct {
+	TenantID int64
+	Limit    int
+}
+
+// EmbedPendingResult is what the drain did (see catalog.DrainResult).
+type EmbedPendingResult struct {
+	Read       int
+	Embedded   int
+	Unchanged  int
+	Superseded int
+	Failed     int
+	Parked     int
+	More       bool // ready queue rows are left
+}
+
+// EmbedPending drains one batch of the tenant's embedding queue with one provider call. Texts
+// the provider refuses are no error: the domain counts an attempt on their rows and parks them
+// after catalog.MaxEmbedAttempts. Every error is retried by Temporal: an unreachable or busy
+// provider recovers, and a provider that refuses our credentials or model recovers once its
+// configuration is fixed, after which the queued rows are embedded; a rate limit with a
+// Retry-After is retried after that delay.
+func (a *ProductEmbeddings) EmbedPending(ctx context.Context, in EmbedPendingInput) (EmbedPendingResult, error) {
+	if a.AI == nil {
+		return EmbedPendingResult{}, temporal.NewNonRetryableApplicationError("no ai provider is configured for product embeddings", ErrTypeNoEmbeddingProvider, nil)
+	}
+	res, err := a.Catalog.DrainEmbeddings(ctx, in.TenantID, a.AI, in.Limit)
+	if err != nil {
+		return EmbedPendingResult{}, embedError(err)
+	}
+	return EmbedPendingResult{Read: res.Read, Embedded: res.Embedded, Unchanged: res.Unchanged, Superseded: res.Superseded,
+		Failed: res.Failed, Parked: res.Parked, More: res.More}, nil
+}
+
+// embedError is a drain's error as the activity returns it: retried, after the provider's
+// Retry-After when it sent one.
+func embedError(err error) error {
+	var pe *ai.ProviderError
+	if errors.As(err, &pe) && errors.Is(err, ai.ErrRateLimited) && pe.RetryAfter > 0 {
+		return temporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeEmbeddingRateLimited,
+			temporal.ApplicationErrorOptions{NextRetryDelay: pe.RetryAfter, Cause: err})
+	}
+	return err
+}

@@ -1,0 +1,929 @@
+package catalog
+
+import (
+	"bytes"
+	"cmp"
+	"container/heap"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/cohort-dev/cohort/internal/ai"
+)
+
+// Product embeddings (semantic search). Every save that changes a product's embedding text
+// queues the product in product_embedding_queue in the save's own transaction; after the commit
+// the service kicks its EmbeddingScheduler (the ProductEmbeddings workflow of the tenant), whose
+// activity calls DrainEmbeddings until the queue is empty. The queue is the source of truth: a
+// lost kick only delays the work until the next kick or the sweep (QueuedTenants).
+//
+// The embedding text of a product is its name, then the values of the schema's searchable
+// fields in schema order, one per line (see EmbeddingText). A schema that marks no field
+// searchable embeds the name and every string, text and array field instead, so a catalogue
+// whose owner never thought about search still gets useful vectors.
+
+// Embedding limits and timings.
+const (
+	// MaxEmbeddingTextBytes caps the embedding text (cut at a rune boundary): about 1,000 tokens
+	// of English, far below the 8,191 an OpenAI embedding input takes, and enough to say what a
+	// product is. A 100 KB description must not make the provider refuse the product.
+	MaxEmbeddingTextBytes = 4000
+	// MaxEmbedAttempts is how many times the provider may refuse a product's text (an invalid
+	// request) before its queue row is parked: kept, but skipped until the product is saved again.
+	MaxEmbedAttempts = 5
+	// EmbeddingLease is how long a drain owns the queue rows it read; another drain skips them
+	// meanwhile. DrainEmbeddings gives up a minute before the lease ends, so the rows it read are
+	// never embedded twice for one request. The activity's start-to-close timeout is shorter.
+	EmbeddingLease = 5 * time.Minute
+	// DefaultEmbedBatch and MaxEmbedBatch bound the queue rows one drain reads (and so the texts of
+	// its one provider call).
+	DefaultEmbedBatch = 512
+	MaxEmbedBatch     = 2048
+	// EmbeddingKickDebounce: at most one kick per tenant this often. The workflow lingers longer
+	// (workflows.EmbedLinger) and drains once more before it ends, so a save whose kick was
+	// skipped is still drained.
+	EmbeddingKickDebounce = time.Second
+
+	// embedRetryAfter is the wait before a refused text is tried again; it doubles per attempt.
+	embedRetryAfter = 30 * time.Second
+	// embedKickTimeout bounds the kick after a save: the save has committed and must not wait long.
+	embedKickTimeout = 5 * time.Second
+	maxLastError     = 1000
+	// embedProbeText is sent alone when a batch is refused, to tell a bad text (the probe passes)
+	// from a provider that refuses everything (a bad model name: the probe fails too).
+	embedProbeText = "product"
+)
+
+// Embedder is the part of an AI provider (ai.Provider) that embeds texts.
+type Embedder interface {
+	EmbeddingModel() string
+	// Dimensions is the vector length, 0 when not known before a call.
+	Dimensions() int
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
+
+// EmbeddingScheduler starts, or wakes, the tenant's embedding drain (the ProductEmbeddings
+// workflow). It is called after a save that queued products has committed.
+type EmbeddingScheduler interface {
+	ScheduleEmbeddings(ctx context.Context, tenantID int64) error
+}
+
+// embeddingKicks is the service's scheduler and its per-tenant debounce.
+type embeddingKicks struct {
+	mu       sync.Mutex
+	sched    EmbeddingScheduler
+	onError  func(tenantID int64, err error)
+	last     map[int64]time.Time
+	failures atomic.Int64
+}
+
+// SetEmbeddingScheduler makes saves that queue products kick sched after they commit, at most
+// once per EmbeddingKickDebounce per tenant. A failed kick never fails the save (the queue keeps
+// the work): it is counted (EmbeddingKickFailures) and passed to onError when not nil. A nil
+// sched turns kicks off. Call it before the service is used.
+func (s *Service) SetEmbeddingScheduler(sched EmbeddingScheduler, onError func(tenantID int64, err error)) {
+	k := &s.kicks
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.sched, k.onError, k.last = sched, onError, map[int64]time.Time{}
+}
+
+// EmbeddingKickFailures counts the kicks that returned an error.
+func (s *Service) EmbeddingKickFailures() int64 { return s.kicks.failures.Load() }
+
+// kickEmbeddings wakes the tenant's drain after a commit that queued products.
+func (s *Service) kickEmbeddings(ctx context.Context, tenantID int64) {
+	k := &s.kicks
+	k.mu.Lock()
+	sched, onError := k.sched, k.onError
+	if sched == nil {
+		k.mu.Unlock()
+		return
+	}
+	now := s.now()
+	if last, ok := k.last[tenantID]; ok && !now.Before(last) && now.Sub(last) < EmbeddingKickDebounce {
+		k.mu.Unlock()
+		return
+	}
+	if len(k.last) >= 4096 {
+		for id, t := range k.last {
+			if now.Sub(t) >= EmbeddingKickDebounce || now.Before(t) {
+				delete(k.last, id)
+			}
+		}
+	}
+	// Recorded before the call, failed or not: while the scheduler is down, a tenant's saves
+	// try it once per debounce period, not once each.
+	k.last[tenantID] = now
+	k.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), embedKickTimeout)
+	defer cancel()
+	if err := sched.ScheduleEmbeddings(ctx, tenantID); err != nil {
+		k.failures.Add(1)
+		if onError != nil {
+			onError(tenantID, err)
+		}
+	}
+}
+
+// embeddingFields are the schema fields whose values go into the embedding text, in order.
+func embeddingFields(sc *Schema) []Field {
+	var out []Field
+	for _, f := range sc.Fields {
+		if f.Searchable {
+			out = append(out, f)
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	for _, f := range sc.Fields {
+		if f.Type == TypeString || f.Type == TypeText || f.Type == TypeArray {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// embeddingSpecChanged says whether the two schemas build different embedding texts from the
+// same product: the embedded fields, their order, or what renders them (type, label, unit).
+func embeddingSpecChanged(old, new *Schema) bool {
+	a, b := embeddingFields(old), embeddingFields(new)
+	return !slices.EqualFunc(a, b, func(x, y Field) bool {
+		return x.Name == y.Name && x.Type == y.Type && x.Label == y.Label && x.Unit == y.Unit
+	})
+}
+
+// EmbeddingText is the text embedded for a product: the name, then one line per embedded field
+// that has a value (see embeddingFields), capped at MaxEmbeddingTextBytes. Values render as
+// they read: strings as stored, arrays joined with ", ", numbers in plain decimal with the
+// field's unit, a true boolean as the field's label (a false one adds nothing).
+func EmbeddingText(sc *Schema, name string, data map[string]any) string {
+	return embeddingText(embeddingFields(sc), name, data)
+}
+
+func embeddingText(fields []Field, name string, data map[string]any) string {
+	var b strings.Builder
+	b.WriteString(strings.TrimSpace(name))
+	for _, f := range fields {
+		v, ok := data[f.Name]
+		if !ok || v == nil {
+			continue
+		}
+		n := b.Len()
+		b.WriteByte('\n')
+		if !appendEmbeddingValue(&b, f, v) {
+			s := b.String()[:n] // nothing written: drop the newline
+			b.Reset()
+			b.WriteString(s)
+		}
+		if b.Len() >= MaxEmbeddingTextBytes {
+			break
+		}
+	}
+	return truncateText(b.String(), MaxEmbeddingTextBytes)
+}
+
+// appendEmbeddingValue writes v and says whether it wrote anything.
+func appendEmbeddingValue(b *strings.Builder, f Field, v any) bool {
+	switch x := v.(type) {
+	case string:
+		s := strings.TrimSpace(x)
+		b.WriteString(s)
+		return s != ""
+	case []any:
+		wrote := false
+		for _, e := range x {
+			s, ok := e.(string)
+			if s = strings.TrimSpace(s); !ok || s == "" {
+				continue
+			}
+			if wrote {
+				b.WriteString(", ")
+			}
+			b.WriteString(s)
+			wrote = true
+		}
+		return wrote
+	case bool:
+		if x {
+			b.WriteString(f.Label)
+		}
+		return x && f.Label != ""
+	}
+	n, ok := number(v)
+	if !ok {
+		return false
+	}
+	b.WriteString(strconv.FormatFloat(n, 'f', -1, 64))
+	if f.Unit != "" {
+		b.WriteByte(' ')
+		b.WriteString(f.Unit)
+	}
+	return true
+}
+
+// truncateText cuts s to at most max bytes at a rune boundary.
+func truncateText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	i := max
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return strings.TrimSpace(s[:i])
+}
+
+// queueEmbeddings queues the tenant's products ids (in the caller's transaction). A product
+// already queued gets a new seq (and a clean slate: the text is new), so a drain that read the
+// old request does not delete the new one.
+func queueEmbeddings(ctx context.Context, tx pgx.Tx, tenantID int64, now time.Time, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO product_embedding_queue (product_id, tenant_id, queued_at)
+		SELECT u.id, $1, $2 FROM unnest($3::bigint[]) AS u(id)
+		ON CONFLICT (product_id) DO UPDATE SET seq = nextval('product_embedding_queue_seq'), attempts = 0,
+			last_error = NULL, available_at = NULL, queued_at = EXCLUDED.queued_at`, tenantID, now, ids)
+	if err != nil {
+		return fmt.Errorf("queue product embeddings: %w", err)
+	}
+	return nil
+}
+
+// queueAllEmbeddings queues every product of the tenant (the embedding text of all of them may
+// have changed with the schema) and returns how many.
+func queueAllEmbeddings(ctx context.Context, tx pgx.Tx, tenantID int64, now time.Time) (int64, error) {
+	tag, err := tx.Exec(ctx, `INSERT INTO product_embedding_queue (product_id, tenant_id, queued_at)
+		SELECT id, tenant_id, $2 FROM products WHERE tenant_id = $1
+		ON CONFLICT (product_id) DO UPDATE SET seq = nextval('product_embedding_queue_seq'), attempts = 0,
+			last_error = NULL, available_at = NULL, queued_at = EXCLUDED.queued_at`, tenantID, now)
+	if err != nil {
+		return 0, fmt.Errorf("queue product embeddings: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// queueBulkEmbeddings queues the created products and the updated ones whose embedding text
+// changed, in one statement, and returns how many.
+func queueBulkEmbeddings(ctx context.Context, tx pgx.Tx, tenantID int64, sc *Schema, creates, updates []*bulkItem, results []BulkResult, now time.Time) (int, error) {
+	ids := make([]int64, 0, len(creates)+len(updates))
+	for _, it := range creates {
+		if r := results[it.index]; r.Status == BulkCreated {
+			ids = append(ids, r.ID)
+		}
+	}
+	var fields []Field
+	if len(updates) > 0 {
+		fields = embeddingFields(sc)
+	}
+	for _, it := range updates {
+		if results[it.index].Status == BulkUpdated &&
+			embeddingText(fields, it.name, it.data) != embeddingText(fields, it.current.Name, it.current.Data) {
+			ids = append(ids, it.current.ID)
+		}
+	}
+	return len(ids), queueEmbeddings(ctx, tx, tenantID, now, ids)
+}
+
+// DrainResult is what one DrainEmbeddings did.
+type DrainResult struct {
+	Read       int  // queue rows taken
+	Embedded   int  // embeddings written
+	Unchanged  int  // same text, model and size as stored: no provider call
+	Superseded int  // saved again or deleted meanwhile: left to the newer request
+	Failed     int  // texts the provider refused; tried again later
+	Parked     int  // of Failed, at MaxEmbedAttempts: skipped until the product is saved again
+	More       bool // the tenant has ready queue rows left
+}
+
+type embedClaim struct {
+	id, seq int64
+	state   int
+	text    string
+	hash    []byte
+	vec     []float32 // the provider's answer
+	err     error     // the provider refused the text
+}
+
+const (
+	claimGone      = iota // the product was deleted
+	claimUnchanged        // the stored embedding is current
+	claimTodo             // to embed
+)
+
+// DrainEmbeddings embeds up to limit (DefaultEmbedBatch when 0, at most MaxEmbedBatch) of the
+// tenant's queued products, oldest request first, with one provider call for all the texts that
+// changed. It takes the rows under a lease (a concurrent drain skips them), builds each product's
+// text, skips products whose stored embedding has the same text hash, model and size, calls the
+// provider without holding a transaction, then in one short transaction stores the vectors and
+// deletes the queue rows whose seq is still the one it read (a product saved meanwhile stays
+// queued, and its older vector is not stored).
+//
+// A provider error that retrying can fix (unavailable, rate limited, unauthorized) is returned
+// and the rows are released for the retry. When the provider refuses the batch as invalid, a
+// probe text tells a provider that refuses everything (returned as an error: configuration) from
+// bad texts, which are then isolated by halving the batch: each refused text counts an attempt
+// on its row, is retried after a growing wait and parked at MaxEmbedAttempts, so one bad text
+// never blocks the queue.
+func (s *Service) DrainEmbeddings(ctx context.Context, tenantID int64, p Embedder, limit int) (DrainResult, error) {
+	var out DrainResult
+	if limit <= 0 {
+		limit = DefaultEmbedBatch
+	}
+	limit = min(limit, MaxEmbedBatch)
+	ctx, cancel := context.WithTimeout(ctx, EmbeddingLease-time.Minute)
+	defer cancel()
+	claims, err := s.claimEmbeddings(ctx, tenantID, limit)
+	if err != nil {
+		return out, err
+	}
+	out.Read = len(claims)
+	if len(claims) == 0 {
+		return out, nil
+	}
+	released := false
+	defer func() {
+		if !released {
+			s.releaseEmbeddingClaims(ctx, tenantID, claims)
+		}
+	}()
+	if err := s.prepareEmbeddings(ctx, tenantID, p, claims); err != nil {
+		return out, err
+	}
+	var todo []*embedClaim
+	for _, c := range claims {
+		if c.state == claimTodo {
+			todo = append(todo, c)
+		}
+	}
+	if err := embedClaims(ctx, p, todo); err != nil {
+		return out, err
+	}
+	if err := s.finishEmbeddings(ctx, tenantID, p.EmbeddingModel(), claims, &out); err != nil {
+		return out, err
+	}
+	released = true
+	err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM product_embedding_queue
+		WHERE tenant_id = $1 AND attempts < $2 AND (available_at IS NULL OR available_at <= $3))`,
+		tenantID, MaxEmbedAttempts, s.now().UTC()).Scan(&out.More)
+	if err != nil {
+		return out, fmt.Errorf("read embedding queue: %w", err)
+	}
+	return out, nil
+}
+
+// claimEmbeddings takes up to limit ready rows of the tenant, in seq order, under a lease.
+func (s *Service) claimEmbeddings(ctx context.Context, tenantID int64, limit int) ([]*embedClaim, error) {
+	now := s.now().UTC()
+	rows, err := s.pool.Query(ctx, `UPDATE product_embedding_queue q SET available_at = $4
+		FROM (SELECT product_id FROM product_embedding_queue
+			WHERE tenant_id = $1 AND attempts < $2 AND (available_at IS NULL OR available_at <= $3)
+			ORDER BY seq LIMIT $5 FOR UPDATE SKIP LOCKED) c
+		WHERE q.product_id = c.product_id AND q.tenant_id = $1
+		RETURNING q.product_id, q.seq`, tenantID, MaxEmbedAttempts, now, now.Add(EmbeddingLease), limit)
+	if err != nil {
+		return nil, fmt.Errorf("read embedding queue: %w", err)
+	}
+	defer rows.Close()
+	var out []*embedClaim
+	for rows.Next() {
+		c := &embedClaim{}
+		if err := rows.Scan(&c.id, &c.seq); err != nil {
+			return nil, fmt.Errorf("read embedding queue: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read embedding queue: %w", err)
+	}
+	slices.SortFunc(out, func(a, b *embedClaim) int { return cmp.Compare(a.seq, b.seq) })
+	return out, nil
+}
+
+// releaseEmbeddingClaims makes the rows ready again after a failed drain (rows saved meanwhile
+// are ready already).
+func (s *Service) releaseEmbeddingClaims(ctx context.Context, tenantID int64, claims []*embedClaim) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	ids, seqs := claimKeys(claims)
+	// Best effort: if this fails too, the lease ends and the sweep finds the rows.
+	_, _ = s.pool.Exec(ctx, `UPDATE product_embedding_queue q SET available_at = NULL
+		FROM unnest($2::bigint[], $3::bigint[]) AS u(id, seq)
+		WHERE q.tenant_id = $1 AND q.product_id = u.id AND q.seq = u.seq`, tenantID, ids, seqs)
+}
+
+func claimKeys(claims []*embedClaim) (ids, seqs []int64) {
+	ids, seqs = make([]int64, len(claims)), make([]int64, len(claims))
+	for i, c := range claims {
+		ids[i], seqs[i] = c.id, c.seq
+	}
+	return ids, seqs
+}
+
+// prepareEmbeddings builds the claimed products' texts and marks each claim gone, unchanged or
+// to embed.
+func (s *Service) prepareEmbeddings(ctx context.Context, tenantID int64, p Embedder, claims []*embedClaim) error {
+	sc, err := loadSchema(ctx, s.pool, tenantID)
+	if err != nil {
+		return err
+	}
+	fields := embeddingFields(sc)
+	byID := make(map[int64]*embedClaim, len(claims))
+	ids := make([]int64, len(claims))
+	for i, c := range claims {
+		c.state = claimGone
+		byID[c.id], ids[i] = c, c.id
+	}
+	rows, err := s.pool.Query(ctx, `SELECT p.id, p.name, p.data, e.model, e.dims, e.text_hash
+		FROM products p LEFT JOIN product_embeddings e ON e.product_id = p.id
+		WHERE p.tenant_id = $1 AND p.id = ANY($2)`, tenantID, ids)
+	if err != nil {
+		return fmt.Errorf("load products to embed: %w", err)
+	}
+	defer rows.Close()
+	model, dims := p.EmbeddingModel(), p.Dimensions()
+	for rows.Next() {
+		var (
+			id          int64
+			name        string
+			raw         []byte
+			storedModel *string
+			storedDims  *int32
+			storedHash  []byte
+			data        map[string]any
+		)
+		if err := rows.Scan(&id, &name, &raw, &storedModel, &storedDims, &storedHash); err != nil {
+			return fmt.Errorf("load products to embed: %w", err)
+		}
+		if err := json.Unmarshal(raw, &data); err != nil {
+			return fmt.Errorf("read product %d data: %w", id, err)
+		}
+		c := byID[id]
+		c.text = embeddingText(fields, name, data)
+		sum := sha256.Sum256([]byte(c.text))
+		c.hash = sum[:]
+		c.state = claimTodo
+		if storedModel != nil && *storedModel == model && bytes.Equal(storedHash, c.hash) && (dims <= 0 || int(*storedDims) == dims) {
+			c.state = claimUnchanged
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load products to embed: %w", err)
+	}
+	return nil
+}
+
+// embedClaims calls the provider once for all the claims' texts. When it refuses the batch as
+// invalid, a probe tells a provider that refuses everything (an error: its configuration) from
+// refused texts, which are then isolated by halving (their claims get err, the others vec).
+func embedClaims(ctx context.Context, p Embedder, todo []*embedClaim) error {
+	if len(todo) == 0 {
+		return nil
+	}
+	err := embedBatch(ctx, p, todo)
+	if err == nil || !errors.Is(err, ai.ErrInvalidRequest) {
+		return err
+	}
+	if _, perr := p.Embed(ctx, []string{embedProbeText}); perr != nil {
+		if errors.Is(perr, ai.ErrInvalidRequest) {
+			return fmt.Errorf("the embedding provider refuses even the text %q, so its model or settings are wrong: %w", embedProbeText, perr)
+		}
+		return fmt.Errorf("embed: %w", perr)
+	}
+	return isolateRefused(ctx, p, todo, err)
+}
+
+// embedBatch makes one provider call for the claims and gives each its vector.
+func embedBatch(ctx context.Context, p Embedder, cs []*embedClaim) error {
+	texts := make([]string, len(cs))
+	for i, c := range cs {
+		texts[i] = c.text
+	}
+	vecs, err := p.Embed(ctx, texts)
+	if err != nil {
+		return fmt.Errorf("embed %d product texts: %w", len(texts), err)
+	}
+	if len(vecs) != len(cs) {
+		return fmt.Errorf("embed: the provider returned %d vectors for %d texts", len(vecs), len(cs))
+	}
+	for i, v := range vecs {
+		if len(v) == 0 {
+			return fmt.Errorf("embed: the provider returned an empty vector")
+		}
+		cs[i].vec = v
+	}
+	return nil
+}
+
+// isolateRefused halves a batch the provider refused (with err) until each refused text stands
+// alone and is marked; the accepted halves get their vectors.
+func isolateRefused(ctx context.Context, p Embedder, cs []*embedClaim, err error) error {
+	if len(cs) == 1 {
+		cs[0].err = err
+		return nil
+	}
+	for _, half := range [][]*embedClaim{cs[:len(cs)/2], cs[len(cs)/2:]} {
+		herr := embedBatch(ctx, p, half)
+		if herr == nil {
+			continue
+		}
+		if !errors.Is(herr, ai.ErrInvalidRequest) {
+			return herr
+		}
+		if err := isolateRefused(ctx, p, half, herr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finishEmbeddings stores the vectors and settles the queue rows in one short transaction: done
+// rows (embedded, unchanged, product gone) are deleted if their seq is the one read, and only
+// the vectors of those are stored; refused rows count an attempt.
+func (s *Service) finishEmbeddings(ctx context.Context, tenantID int64, model string, claims []*embedClaim, out *DrainResult) error {
+	now := s.now().UTC()
+	var done, failed []*embedClaim
+	for _, c := range claims {
+		if c.state == claimTodo && c.err != nil {
+			failed = append(failed, c)
+		} else {
+			done = append(done, c)
+		}
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var lock []int64
+		for _, c := range done {
+			if c.state == claimTodo {
+				lock = append(lock, c.id)
+			}
+		}
+		if len(lock) > 0 {
+			// Products first, then their queue rows: the order of a product delete (which
+			// cascades) and of a save, so none of them deadlocks with this transaction.
+			if _, err := tx.Exec(ctx, `SELECT id FROM products WHERE tenant_id = $1 AND id = ANY($2) ORDER BY id FOR KEY SHARE`,
+				tenantID, lock); err != nil {
+				return fmt.Errorf("lock embedded products: %w", err)
+			}
+		}
+		ids, seqs := claimKeys(done)
+		rows, err := tx.Query(ctx, `DELETE FROM product_embedding_queue q USING unnest($2::bigint[], $3::bigint[]) AS u(id, seq)
+			WHERE q.tenant_id = $1 AND q.product_id = u.id AND q.seq = u.seq RETURNING q.product_id`, tenantID, ids, seqs)
+		if err != nil {
+			return fmt.Errorf("settle embedding queue: %w", err)
+		}
+		deleted, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return fmt.Errorf("settle embedding queue: %w", err)
+		}
+		current := make(map[int64]bool, len(deleted))
+		for _, id := range deleted {
+			current[id] = true
+		}
+		var embIDs []int64
+		var embDims []int32
+		var embHashes, embVecs [][]byte
+		for _, c := range done {
+			switch {
+			case !current[c.id]:
+				out.Superseded++
+			case c.state == claimUnchanged:
+				out.Unchanged++
+			case c.state == claimTodo:
+				embIDs, embDims = append(embIDs, c.id), append(embDims, int32(len(c.vec)))
+				embHashes, embVecs = append(embHashes, c.hash), append(embVecs, EncodeVector(c.vec))
+			}
+		}
+		if len(embIDs) > 0 {
+			tag, err := tx.Exec(ctx, `INSERT INTO product_embeddings (product_id, tenant_id, model, dims, text_hash, vector, updated_at)
+				SELECT u.id, $1, $2, u.d, u.h, u.v, $3 FROM unnest($4::bigint[], $5::int[], $6::bytea[], $7::bytea[]) AS u(id, d, h, v)
+				ON CONFLICT (product_id) DO UPDATE SET model = EXCLUDED.model, dims = EXCLUDED.dims, text_hash = EXCLUDED.text_hash,
+					vector = EXCLUDED.vector, updated_at = EXCLUDED.updated_at
+				WHERE product_embeddings.tenant_id = EXCLUDED.tenant_id`,
+				tenantID, model, now, embIDs, embDims, embHashes, embVecs)
+			if err != nil {
+				return fmt.Errorf("store product embeddings: %w", err)
+			}
+			out.Embedded = int(tag.RowsAffected())
+		}
+		if len(failed) == 0 {
+			return nil
+		}
+		ids, seqs = claimKeys(failed)
+		msgs := make([]string, len(failed))
+		for i, c := range failed {
+			msgs[i] = truncateText(c.err.Error(), maxLastError)
+		}
+		rows, err = tx.Query(ctx, `UPDATE product_embedding_queue q SET attempts = q.attempts + 1, last_error = u.msg,
+				available_at = $2::timestamptz + make_interval(secs => $3 * power(2, least(q.attempts, 16)))
+			FROM unnest($4::bigint[], $5::bigint[], $6::text[]) AS u(id, seq, msg)
+			WHERE q.tenant_id = $1 AND q.product_id = u.id AND q.seq = u.seq RETURNING q.attempts`,
+			tenantID, now, embedRetryAfter.Seconds(), ids, seqs, msgs)
+		if err != nil {
+			return fmt.Errorf("record refused embeddings: %w", err)
+		}
+		attempts, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err != nil {
+			return fmt.Errorf("record refused embeddings: %w", err)
+		}
+		out.Superseded += len(failed) - len(attempts)
+		for _, a := range attempts {
+			out.Failed++
+			if a >= MaxEmbedAttempts {
+				out.Parked++
+			}
+		}
+		return nil
+	})
+}
+
+// QueuedTenants lists the tenants with ready queue rows, for the sweep that kicks each one's
+// drain (so a lost kick only delays). It reads across tenants: maintenance, not a request.
+func (s *Service) QueuedTenants(ctx context.Context) ([]int64, error) {
+	// A loose index scan: one index probe per tenant, not one row per queued product.
+	rows, err := s.pool.Query(ctx, `WITH RECURSIVE t(id) AS (
+			(SELECT tenant_id FROM product_embedding_queue
+				WHERE attempts < $1 AND (available_at IS NULL OR available_at <= $2) ORDER BY tenant_id LIMIT 1)
+			UNION ALL
+			SELECT (SELECT q.tenant_id FROM product_embedding_queue q
+				WHERE q.tenant_id > t.id AND q.attempts < $1 AND (q.available_at IS NULL OR q.available_at <= $2)
+				ORDER BY q.tenant_id LIMIT 1)
+			FROM t WHERE t.id IS NOT NULL)
+		SELECT id FROM t WHERE id IS NOT NULL`, MaxEmbedAttempts, s.now().UTC())
+	if err != nil {
+		return nil, fmt.Errorf("list tenants with queued embeddings: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("list tenants with queued embeddings: %w", err)
+	}
+	return ids, nil
+}
+
+// QueueStaleEmbeddings queues every product, of every tenant, that has no embedding or one of
+// another model (or size, when dims > 0) and is not queued yet; it returns how many. The worker
+// runs it at start, so a new embedding model re-embeds the catalogues. Maintenance across
+// tenants: it reads every product once.
+func (s *Service) QueueStaleEmbeddings(ctx context.Context, model string, dims int) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `INSERT INTO product_embedding_queue (product_id, tenant_id, queued_at)
+		SELECT p.id, p.tenant_id, $3 FROM products p LEFT JOIN product_embeddings e ON e.product_id = p.id
+		WHERE e.product_id IS NULL OR e.model <> $1 OR ($2 > 0 AND e.dims <> $2)
+		ON CONFLICT (product_id) DO NOTHING`, model, dims, s.now().UTC())
+	if err != nil {
+		return 0, fmt.Errorf("queue stale product embeddings: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// EmbeddingStatus counts a tenant's embeddings and queue.
+type EmbeddingStatus struct {
+	Embedded int64 `json:"embedded"` // products with a stored embedding (of any model)
+	Queued   int64 `json:"queued"`   // waiting or being embedded
+	Parked   int64 `json:"parked"`   // refused MaxEmbedAttempts times; waiting for a new save
+}
+
+// EmbeddingStatus returns the tenant's counts.
+func (s *Service) EmbeddingStatus(ctx context.Context, tenantID int64) (EmbeddingStatus, error) {
+	var out EmbeddingStatus
+	err := s.pool.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM product_embeddings WHERE tenant_id = $1),
+			count(*) FILTER (WHERE attempts < $2), count(*) FILTER (WHERE attempts >= $2)
+		FROM product_embedding_queue WHERE tenant_id = $1`, tenantID, MaxEmbedAttempts).
+		Scan(&out.Embedded, &out.Queued, &out.Parked)
+	if err != nil {
+		return out, fmt.Errorf("count product embeddings: %w", err)
+	}
+	return out, nil
+}
+
+// EncodeVector is the stored form of a vector: little-endian float32s.
+func EncodeVector(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+// DecodeVector appends the float32s of a stored vector to dst.
+func DecodeVector(dst []float32, b []byte) []float32 {
+	n := len(b) / 4
+	dst = slices.Grow(dst, n)
+	for i := range n {
+		dst = append(dst, math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
+	}
+	return dst
+}
+
+// VectorSet is a tenant's product vectors of one model and size, in one contiguous slice:
+// vector i is Data[i*Dims : (i+1)*Dims] and belongs to product IDs[i].
+type VectorSet struct {
+	Model string
+	Dims  int
+	IDs   []int64
+	Data  []float32
+}
+
+// Len is the number of vectors.
+func (v *VectorSet) Len() int { return len(v.IDs) }
+
+// Vector is vector i.
+func (v *VectorSet) Vector(i int) []float32 { return v.Data[i*v.Dims : (i+1)*v.Dims : (i+1)*v.Dims] }
+
+// Match is a product and its cosine similarity to a query.
+type Match struct {
+	ProductID int64   `json:"product_id"`
+	Score     float32 `json:"score"`
+}
+
+// ProductVectors reads the tenant's product vectors of the model and size, in product id order.
+func (s *Service) ProductVectors(ctx context.Context, tenantID int64, model string, dims int) (*VectorSet, error) {
+	out := &VectorSet{Model: model, Dims: dims}
+	err := s.scanVectors(ctx, tenantID, model, dims, true, func(id int64, raw []byte) {
+		out.IDs = append(out.IDs, id)
+		out.Data = DecodeVector(out.Data, raw)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// scanVectors calls fn with each stored vector's bytes (valid during the call only).
+func (s *Service) scanVectors(ctx context.Context, tenantID int64, model string, dims int, ordered bool, fn func(id int64, raw []byte)) error {
+	q := `SELECT product_id, vector FROM product_embeddings WHERE tenant_id = $1 AND model = $2 AND dims = $3`
+	if ordered {
+		q += ` ORDER BY product_id`
+	}
+	rows, err := s.pool.Query(ctx, q, tenantID, model, dims)
+	if err != nil {
+		return fmt.Errorf("read product vectors: %w", err)
+	}
+	defer rows.Close()
+	var id int64
+	var raw pgtype.DriverBytes
+	for rows.Next() {
+		if err := rows.Scan(&id, &raw); err != nil {
+			return fmt.Errorf("read product vectors: %w", err)
+		}
+		if len(raw) != 4*dims {
+			return fmt.Errorf("product %d vector: %d bytes, want %d", id, len(raw), 4*dims)
+		}
+		fn(id, raw)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read product vectors: %w", err)
+	}
+	return nil
+}
+
+// SearchEmbeddings returns the k products whose vectors of the model are most similar (cosine)
+// to query, best first (ties by product id). Vectors of another model or size are not compared.
+func (s *Service) SearchEmbeddings(ctx context.Context, tenantID int64, model string, query []float32, k int) ([]Match, error) {
+	if len(query) == 0 {
+		return nil, fmt.Errorf("search product embeddings: empty query vector")
+	}
+	q, ok := unit(query)
+	if k <= 0 || !ok {
+		return []Match{}, nil
+	}
+	top := newTopK(k)
+	err := s.scanVectors(ctx, tenantID, model, len(q), false, func(id int64, raw []byte) {
+		top.add(id, cosineBytes(q, raw))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return top.sorted(), nil
+}
+
+// TopK returns the k vectors most similar (cosine) to query, best first (ties by product id).
+func (v *VectorSet) TopK(query []float32, k int) []Match {
+	top := newTopK(k)
+	q, ok := unit(query)
+	if k <= 0 || !ok || len(q) != v.Dims {
+		return []Match{}
+	}
+	for i, id := range v.IDs {
+		top.add(id, cosine(q, v.Vector(i)))
+	}
+	return top.sorted()
+}
+
+// unit is v scaled to length 1; false for a zero (or not finite) vector.
+func unit(v []float32) ([]float32, bool) {
+	var sum float64
+	for _, x := range v {
+		sum += float64(x) * float64(x)
+	}
+	if sum == 0 || math.IsNaN(sum) || math.IsInf(sum, 0) {
+		return nil, false
+	}
+	inv := 1 / math.Sqrt(sum)
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(float64(x) * inv)
+	}
+	return out, true
+}
+
+// cosine of a unit query q and v (0 for a zero v).
+func cosine(q, v []float32) float32 {
+	var dot, norm float32
+	for i, x := range v[:len(q)] {
+		dot += q[i] * x
+		norm += x * x
+	}
+	if norm == 0 {
+		return 0
+	}
+	return dot / float32(math.Sqrt(float64(norm)))
+}
+
+// cosineBytes is cosine of a stored vector, decoded as it is read.
+func cosineBytes(q []float32, raw []byte) float32 {
+	var dot, norm float32
+	raw = raw[:4*len(q)]
+	for i, y := range q {
+		x := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		dot += y * x
+		norm += x * x
+	}
+	if norm == 0 {
+		return 0
+	}
+	return dot / float32(math.Sqrt(float64(norm)))
+}
+
+// topK keeps the k best matches: a min-heap whose root is the worst kept.
+type topK struct {
+	k int
+	h matchHeap
+}
+
+func newTopK(k int) *topK { return &topK{k: k, h: make(matchHeap, 0, max(0, min(k, 1024)))} }
+
+func (t *topK) add(id int64, score float32) {
+	if t.k <= 0 || math.IsNaN(float64(score)) {
+		return
+	}
+	m := Match{ProductID: id, Score: score}
+	if len(t.h) < t.k {
+		heap.Push(&t.h, m)
+		return
+	}
+	if worse(t.h[0], m) {
+		t.h[0] = m
+		heap.Fix(&t.h, 0)
+	}
+}
+
+func (t *topK) sorted() []Match {
+	out := slices.Clone([]Match(t.h))
+	slices.SortFunc(out, func(a, b Match) int {
+		switch {
+		case worse(b, a):
+			return -1
+		case worse(a, b):
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// worse orders matches: a lower score, then a higher product id, is worse.
+func worse(a, b Match) bool {
+	if a.Score != b.Score {
+		return a.Score < b.Score
+	}
+	return a.ProductID > b.ProductID
+}
+
+type matchHeap []Match
+
+func (h matchHeap) Len() int           { return len(h) }
+func (h matchHeap) Less(i, j int) bool { return worse(h[i], h[j]) }
+func (h matchHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *matchHeap) Push(x any)        { *h = append(*h, x.(Match)) }
+func (h *matchHeap) Pop() any {
+	old := *h
+	m := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return m
+}
