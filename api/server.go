@@ -45,6 +45,8 @@ type Deps struct {
 	Activations *ActivationsDeps
 	// Catalog serves /api/pim/; its routes are registered only when set.
 	Catalog *CatalogDeps
+	// ProductSegments serves /api/product-segments/; its routes are registered only when set.
+	ProductSegments *ProductSegmentsDeps
 	// Registry collects Prometheus metrics; a new one when nil.
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
@@ -122,5 +124,8 @@ func (s *Server) routes() {
 	}
 	if s.d.Catalog != nil {
 		s.catalogRoutes(a)
+	}
+	if s.d.ProductSegments != nil {
+		s.productSegmentRoutes(a)
 	}
 }

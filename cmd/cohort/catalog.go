@@ -12,6 +12,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/catalog"
 	"github.com/cohort-dev/cohort/internal/catalog/imports"
+	"github.com/cohort-dev/cohort/internal/catalog/prodseg"
 	"github.com/cohort-dev/cohort/workflows"
 )
 
@@ -19,6 +20,7 @@ import (
 type catalogParts struct {
 	svc        *catalog.Service
 	imports    *imports.Service
+	segments   *prodseg.Service
 	embeddings *workflows.ProductEmbeddingJobs
 }
 
@@ -31,7 +33,12 @@ func (c *core) catalogue(tc client.Client) *catalogParts {
 		svc.SetEmbeddingScheduler(jobs, func(tenantID int64, err error) {
 			c.log.Warn("kick product embeddings (the sweep retries within a minute)", "tenant", tenantID, "error", err)
 		})
-		c.cat = &catalogParts{svc: svc, imports: imports.NewService(c.db.Pool, svc, c.blob, time.Now), embeddings: jobs}
+		c.cat = &catalogParts{
+			svc:        svc,
+			imports:    imports.NewService(c.db.Pool, svc, c.blob, time.Now),
+			segments:   prodseg.NewService(c.db.Pool, svc, time.Now),
+			embeddings: jobs,
+		}
 	}
 	return c.cat
 }
@@ -59,10 +66,18 @@ func (c *core) catalogAPI(tc client.Client) *api.CatalogDeps {
 	return &api.CatalogDeps{Service: p.svc, Imports: p.imports}
 }
 
-// catalogWorker registers the catalogue's workflows and activities, and runs the embedding
-// sweeper until ctx ends: once at start it queues products whose embedding is missing or from
-// another model, then every minute it kicks every tenant with queued products, so a lost kick
-// only delays.
+// productSegmentsAPI builds the /api/product-segments/ endpoints' dependencies.
+func (c *core) productSegmentsAPI(tc client.Client) *api.ProductSegmentsDeps {
+	return &api.ProductSegmentsDeps{
+		Service: c.catalogue(tc).segments,
+		Jobs:    &workflows.ProductSegmentJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue},
+	}
+}
+
+// catalogWorker registers the catalogue's workflows and activities (imports, embeddings,
+// product segments) and runs the embedding sweeper until ctx ends: once at start it queues
+// products whose embedding is missing or from another model, then every minute it kicks every
+// tenant with queued products, so a lost kick only delays.
 func (c *core) catalogWorker(ctx context.Context, tc client.Client) (func(r sdkworker.Registry), error) {
 	p := c.catalogue(tc)
 	provider, err := c.aiProvider()
@@ -71,6 +86,7 @@ func (c *core) catalogWorker(ctx context.Context, tc client.Client) (func(r sdkw
 	}
 	imps := &activities.CatalogImports{Svc: p.imports}
 	embeds := &activities.ProductEmbeddings{Catalog: p.svc, AI: provider}
+	segs := &activities.ProductSegments{Svc: p.segments}
 	go workflows.RunEmbeddingSweeper(ctx, p.embeddings, p.svc, provider, 0, func(err error) {
 		c.log.Warn("product embedding sweep", "error", err)
 	})
@@ -79,5 +95,7 @@ func (c *core) catalogWorker(ctx context.Context, tc client.Client) (func(r sdkw
 		r.RegisterActivity(imps)
 		r.RegisterWorkflow(workflows.ProductEmbeddings)
 		r.RegisterActivity(embeds)
+		r.RegisterWorkflow(workflows.ProductSegmentCompute)
+		r.RegisterActivity(segs)
 	}, nil
 }

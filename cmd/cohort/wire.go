@@ -169,6 +169,7 @@ func (c *core) newAPI(ctx context.Context, in *ingestion, segs *segments, tc cli
 	ready := []api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}
 	d := c.apiDeps(ready, in, c.segmentsAPI(ctx, segs, tc), c.activationsAPI(segs.connectors, tc))
 	d.Catalog = c.catalogAPI(tc)
+	d.ProductSegments = c.productSegmentsAPI(tc)
 	return api.New(d)
 }
 

@@ -135,9 +135,9 @@ func Load(env Getenv) (*Config, error) {
 		Blob:      r.str("COHORT_BLOB_STORE", "gcs"),
 		GCSBucket: r.str("GCS_BUCKET", ""),
 		AI: AIConfig{
-			Provider:       r.str("COHORT_AI_PROVIDER", ""),
-			BaseURL:        r.str("OPENAI_BASE_URL", "https://api.openai.com/v1"),
-			APIKey:         r.secret("OPENAI_API_KEY"),
+			Provider: r.str("COHORT_AI_PROVIDER", ""),
+			BaseURL:  r.str("OPENAI_BASE_URL", "https://api.openai.com/v1"),
+			APIKey:   r.secret("OPENAI_API_KEY"),
 			// Empty: the provider's own default (gpt-4o-mini and text-embedding-3-small for openai,
 			// local-template and local-ngram-v1 for local), so stored embeddings name the model
 			// that made them.

@@ -1,0 +1,136 @@
+package workflows
+
+import (
+	"context"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/cohort-dev/cohort/activities"
+	"github.com/cohort-dev/cohort/internal/catalog/prodseg"
+)
+
+// KindProductSegmentCompute is the workflow-ID kind of a product segment's compute.
+const KindProductSegmentCompute = "product-segment-compute"
+
+// ProductSegmentComputeID is the compute workflow of a product segment: one at a time; a
+// request while it runs joins it or asks for one more run (see ProductSegmentCompute).
+func ProductSegmentComputeID(tenantID, segmentID int64) string {
+	return ID(KindProductSegmentCompute, tenantID, segmentID)
+}
+
+// ProductSegmentComputeInput names the product segment.
+type ProductSegmentComputeInput struct {
+	TenantID  int64
+	SegmentID int64
+}
+
+// ProductSegmentComputeResult counts the runs of this execution and holds the last one's outcome.
+type ProductSegmentComputeResult struct {
+	Runs int
+	Last prodseg.ComputeResult
+}
+
+var prodSeg *activities.ProductSegments
+
+// ProductSegmentCompute evaluates a product segment's definition and stores its members.
+//
+// Requests arrive as SignalCompute (SignalWithStart, so the first one starts the workflow). A
+// request delivered while the run is starting (BeginProductSegmentCompute, before anything is
+// read) joins the run; one delivered once the evaluation has begun asks for exactly one more run
+// after it (several requests, one more run), so the members are never older than the last
+// request. A failed run records status error and last_error; pending requests still run.
+func ProductSegmentCompute(ctx workflow.Context, in ProductSegmentComputeInput) (ProductSegmentComputeResult, error) {
+	var out ProductSegmentComputeResult
+	computeCh := workflow.GetSignalChannel(ctx, SignalCompute)
+	begun, rerun := false, false
+	onCompute := func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		rerun = rerun || begun
+	}
+	// await waits for f and takes the requests that arrive meanwhile, in the workflow's own
+	// coroutine (as SegmentCompute does, so none is lost with the final workflow task).
+	await := func(f workflow.Future, valuePtr any) error {
+		for {
+			done := false
+			sel := workflow.NewSelector(ctx)
+			sel.AddFuture(f, func(workflow.Future) { done = true })
+			sel.AddReceive(computeCh, onCompute)
+			sel.Select(ctx)
+			if done {
+				return f.Get(ctx, valuePtr)
+			}
+		}
+	}
+	// pending takes the requests not taken yet; each asks for one more run.
+	pending := func() bool {
+		for computeCh.ReceiveAsync(nil) {
+			rerun = true
+		}
+		return rerun
+	}
+	short := shortActivity(ctx)
+	long := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Minute,
+		HeartbeatTimeout:    time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
+	})
+	for {
+		begun, rerun = false, false
+		err := await(workflow.ExecuteActivity(short, prodSeg.BeginProductSegmentCompute, activities.BeginProductSegmentComputeInput{
+			TenantID: in.TenantID, SegmentID: in.SegmentID,
+		}), nil)
+		if err == nil {
+			begun = true
+			var res prodseg.ComputeResult
+			if err = await(workflow.ExecuteActivity(long, prodSeg.ComputeProductSegment, activities.ComputeProductSegmentInput{
+				TenantID: in.TenantID, SegmentID: in.SegmentID,
+			}), &res); err == nil {
+				out.Runs++
+				out.Last = res
+			}
+		}
+		begun = true
+		if err != nil {
+			if ferr := workflow.ExecuteActivity(short, prodSeg.FailProductSegmentCompute, activities.FailProductSegmentComputeInput{
+				TenantID: in.TenantID, SegmentID: in.SegmentID, Message: failureMessage("compute", err),
+			}).Get(ctx, nil); ferr != nil {
+				workflow.GetLogger(ctx).Warn("recording the product segment compute failure failed", "error", ferr)
+			}
+		}
+		if !pending() {
+			return out, err
+		}
+		// Runs requested without a pause would grow the history without bound: a fresh
+		// execution takes over (it starts with the run just requested).
+		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			return out, workflow.NewContinueAsNewError(ctx, ProductSegmentCompute, in)
+		}
+	}
+}
+
+// ProductSegmentJobs starts product segment workflows from the API (client side).
+type ProductSegmentJobs struct {
+	Client    client.Client
+	TaskQueue string
+}
+
+// Compute starts the segment's compute, or signals the one running (which joins the request or
+// runs once more), and returns the workflow id.
+func (j *ProductSegmentJobs) Compute(ctx context.Context, tenantID, segmentID int64) (string, error) {
+	id := ProductSegmentComputeID(tenantID, segmentID)
+	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalCompute, nil, client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                j.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		TypedSearchAttributes:    TenantSearchAttributes(tenantID),
+	}, ProductSegmentCompute, ProductSegmentComputeInput{TenantID: tenantID, SegmentID: segmentID})
+	if err != nil {
+		return id, unavailable("start product segment compute", err)
+	}
+	return id, nil
+}
