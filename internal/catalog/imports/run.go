@@ -65,11 +65,27 @@ func (s *Service) Run(ctx context.Context, tenantID, jobID int64, progress func(
 	}
 	defer body.Close()
 	st := &runState{job: job, ck: ck, errCount: len(job.Errors)}
+	// The next chunk is read and converted while the current one commits: the file's parsing
+	// overlaps the database's work. Commits stay in order, one at a time.
+	ctx, cancel := context.WithCancel(ctx)
+	chunks := make(chan readResult, 1)
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		s.readChunks(ctx, rd, conv, ck, chunks)
+	}()
+	defer func() { cancel(); <-readerDone }() // before the body closes
 	for {
-		c, err := s.readChunk(rd, conv, st)
-		if err != nil {
-			return err
+		var r readResult
+		select {
+		case r = <-chunks:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
+		if r.err != nil {
+			return r.err
+		}
+		c := r.chunk
 		if err := s.commit(ctx, tenantID, st, c); err != nil {
 			return err
 		}
@@ -79,6 +95,28 @@ func (s *Service) Run(ctx context.Context, tenantID, jobID int64, progress func(
 		if c.eof {
 			return nil
 		}
+	}
+}
+
+type readResult struct {
+	chunk *chunk
+	err   error
+}
+
+// readChunks reads the file chunk after chunk from the checkpoint ck until its end, an error or
+// ctx ends.
+func (s *Service) readChunks(ctx context.Context, rd *csvimport.Reader, conv *converter, ck checkpoint, out chan<- readResult) {
+	for {
+		c, err := s.readChunk(rd, conv, ck)
+		select {
+		case out <- readResult{chunk: c, err: err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil || c.eof {
+			return
+		}
+		ck = c.next
 	}
 }
 
@@ -143,10 +181,10 @@ type chunk struct {
 	eof      bool
 }
 
-// readChunk reads up to chunkRows rows.
-func (s *Service) readChunk(rd *csvimport.Reader, conv *converter, st *runState) (*chunk, error) {
-	c := &chunk{next: st.ck}
-	c.next.First = maps(st.ck.First)
+// readChunk reads up to chunkRows rows after the checkpoint from.
+func (s *Service) readChunk(rd *csvimport.Reader, conv *converter, from checkpoint) (*chunk, error) {
+	c := &chunk{next: from}
+	c.next.First = maps(from.First)
 	for c.consumed < int64(s.chunkRows) {
 		cells, row, err := rd.Next()
 		if err == io.EOF {
