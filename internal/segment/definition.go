@@ -12,15 +12,15 @@ package segment
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
+	"iter"
 	"maps"
 	"math"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/cohort-dev/cohort/internal/deftree"
 	"github.com/cohort-dev/cohort/internal/errs"
 )
 
@@ -152,7 +152,6 @@ var (
 	traitOps     = []string{"eq", "neq", "contains", "starts_with", "in", "exists", "not_exists", "gt", "lt"}
 	propertyOps  = []string{"eq", "neq", "contains", "starts_with", "in", "exists", "gt", "gte", "lt", "lte"}
 	metrics      = []string{"sum", "avg", "min", "max", "count"}
-	logics       = []string{"AND", "OR"}
 	conditionKey = map[string][]string{
 		TypeMonetary:      {"type", "event_type", "property", "metric", "operator", "value", "window_days", "between_days", "negate"},
 		TypeRecency:       {"type", "event_type", "operator", "window_days", "negate"},
@@ -161,40 +160,36 @@ var (
 		TypeEventProperty: {"type", "event_type", "property", "operator", "value", "window_days", "between_days", "negate"},
 		TypeInSegment:     {"type", "segment_id", "negate"},
 	}
-	groupKeys = []string{"logic", "conditions", "negate"}
 )
+
+// definitions describes the language to deftree, which walks the groups: its limits, its leaves
+// (conditions, recognised by their "type") and how its nodes are built.
+var definitions = &deftree.Language[Definition, Node]{
+	MaxInput:      maxDefinitionInput,
+	MaxSize:       MaxDefinition,
+	MaxDepth:      MaxDepth,
+	MaxConditions: MaxConditions,
+	Required:      "is required",
+	LeafKeys:      []string{"type"},
+	Neither:       "must be a condition (with type) or a group (with conditions)",
+	Leaf: func(f errs.Fields, m map[string]json.RawMessage, path string, n *Node) {
+		(&parser{fields: f}).condition(m, path, n)
+	},
+	Node: func(g deftree.Group[Node]) Node {
+		return Node{Logic: g.Logic, Conditions: g.Conditions, Negate: g.Negate}
+	},
+	Definition: func(g deftree.Group[Node]) *Definition {
+		return &Definition{Logic: g.Logic, Conditions: g.Conditions, Negate: g.Negate}
+	},
+}
 
 // ParseDefinition decodes and validates a definition. Every problem is reported at its path
 // ("conditions[2].value", "conditions[0].conditions[1].operator") in an *errs.ValidationError.
-func ParseDefinition(raw []byte) (*Definition, error) {
-	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		return nil, errs.Invalid("definition", "is required")
-	}
-	// MaxDefinition bounds the canonical JSON, checked below, not the input's layout: Postgres gives
-	// a stored definition back with a space after every comma and colon and its numbers in full
-	// (1e300 as 301 digits), and it must still parse. The input itself is only bounded loosely.
-	if len(raw) > maxDefinitionInput {
-		return nil, errs.Invalid("definition", fmt.Sprintf("is %d bytes; the limit is %d", len(raw), MaxDefinition))
-	}
-	// encoding/json would silently turn invalid UTF-8 into U+FFFD.
-	if !utf8.Valid(raw) {
-		return nil, errs.Invalid("definition", "must be valid UTF-8")
-	}
-	p := &parser{fields: errs.Fields{}}
-	var top Node
-	p.group(raw, "", 1, &top)
-	if err := p.fields.Err(); err != nil {
-		return nil, err
-	}
-	if p.leaves > MaxConditions {
-		return nil, errs.Invalid("conditions", fmt.Sprintf("has %d conditions in all; the limit is %d", p.leaves, MaxConditions))
-	}
-	def := &Definition{Logic: top.Logic, Conditions: top.Conditions, Negate: top.Negate}
-	if n := len(def.JSON()); n > MaxDefinition {
-		return nil, errs.Invalid("definition", fmt.Sprintf("is %d bytes; the limit is %d", n, MaxDefinition))
-	}
-	return def, nil
-}
+//
+// MaxDefinition bounds the canonical JSON, not the input's layout: Postgres gives a stored
+// definition back with a space after every comma and colon and its numbers in full (1e300 as 301
+// digits), and it must still parse. The input itself is only bounded loosely.
+func ParseDefinition(raw []byte) (*Definition, error) { return definitions.Parse(raw) }
 
 // JSON is the definition's canonical JSON.
 func (d *Definition) JSON() []byte {
@@ -205,11 +200,11 @@ func (d *Definition) JSON() []byte {
 // SegmentRefs lists the segment ids in_segment conditions refer to, sorted and deduplicated.
 func (d *Definition) SegmentRefs() []int64 {
 	seen := map[int64]bool{}
-	d.eachCondition(func(n *Node) {
+	for n := range d.leaves() {
 		if n.Type == TypeInSegment {
 			seen[n.SegmentID] = true
 		}
-	})
+	}
 	out := slices.AppendSeq(make([]int64, 0, len(seen)), maps.Keys(seen)) // empty, not nil
 	slices.Sort(out)
 	return out
@@ -218,149 +213,30 @@ func (d *Definition) SegmentRefs() []int64 {
 // EventTypes lists the event types the definition's conditions read, sorted.
 func (d *Definition) EventTypes() []string {
 	set := map[string]bool{}
-	d.eachCondition(func(n *Node) {
+	for n := range d.leaves() {
 		if n.EventType != "" {
 			set[n.EventType] = true
 		}
-	})
+	}
 	out := slices.AppendSeq(make([]string, 0, len(set)), maps.Keys(set)) // empty, not nil
 	slices.Sort(out)
 	return out
 }
 
-// eachCondition calls fn on every condition (leaf) of the tree, depth first.
-func (d *Definition) eachCondition(fn func(n *Node)) {
-	var walk func(ns []Node)
-	walk = func(ns []Node) {
-		for i := range ns {
-			if ns[i].IsGroup() {
-				walk(ns[i].Conditions)
-			} else {
-				fn(&ns[i])
-			}
-		}
-	}
-	walk(d.Conditions)
+// leaves yields the conditions (leaves) of the tree, depth first.
+func (d *Definition) leaves() iter.Seq[*Node] {
+	return deftree.Leaves(d.Conditions, func(n *Node) ([]Node, bool) { return n.Conditions, n.IsGroup() })
 }
 
+// parser parses conditions (and lookalike definitions), adding problems to fields.
 type parser struct {
 	fields errs.Fields
-	leaves int
 }
 
-func at(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func (p *parser) object(raw []byte, path string) map[string]json.RawMessage {
-	var m map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	err := dec.Decode(&m)
-	if err == nil {
-		// Nothing may follow the object.
-		if _, terr := dec.Token(); terr != io.EOF {
-			err = errors.New("trailing data")
-		}
-	}
-	if err != nil || m == nil {
-		name := path
-		if name == "" {
-			name = "definition"
-		}
-		p.fields.Add(name, "must be a JSON object")
-		return nil
-	}
-	return m
-}
-
-func (p *parser) group(raw []byte, path string, depth int, out *Node) {
-	m := p.object(raw, path)
-	if m == nil {
-		return
-	}
-	p.unknownKeys(m, path, groupKeys, "a group")
-	out.Logic = "AND"
-	if lr, ok := m["logic"]; ok {
-		var s string
-		if json.Unmarshal(lr, &s) != nil || !slices.Contains(logics, strings.ToUpper(s)) {
-			p.fields.Add(at(path, "logic"), "must be AND or OR")
-		} else {
-			out.Logic = strings.ToUpper(s)
-		}
-	}
-	out.Negate = p.boolean(m, path, "negate")
-	cr, ok := m["conditions"]
-	if !ok {
-		p.fields.Add(at(path, "conditions"), "is required")
-		return
-	}
-	var items []json.RawMessage
-	if json.Unmarshal(cr, &items) != nil {
-		p.fields.Add(at(path, "conditions"), "must be an array")
-		return
-	}
-	if len(items) == 0 {
-		p.fields.Add(at(path, "conditions"), "must not be empty")
-		return
-	}
-	if len(items) > MaxConditions {
-		p.fields.Add(at(path, "conditions"), "has %d items; the limit is %d", len(items), MaxConditions)
-		return
-	}
-	out.Conditions = make([]Node, len(items))
-	for i, item := range items {
-		ipath := fmt.Sprintf("%s[%d]", at(path, "conditions"), i)
-		im := p.object(item, ipath)
-		if im == nil {
-			continue
-		}
-		if _, isCond := im["type"]; isCond {
-			p.condition(im, ipath, &out.Conditions[i])
-			continue
-		}
-		if _, isGroup := im["conditions"]; !isGroup {
-			p.fields.Add(ipath, "must be a condition (with type) or a group (with conditions)")
-			continue
-		}
-		if depth+1 > MaxDepth {
-			p.fields.Add(ipath, "nests groups deeper than %d levels", MaxDepth)
-			continue
-		}
-		p.group(item, ipath, depth+1, &out.Conditions[i])
-	}
-}
+func at(path, key string) string { return deftree.At(path, key) }
 
 func (p *parser) unknownKeys(m map[string]json.RawMessage, path string, allowed []string, what string) {
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if !slices.Contains(allowed, k) {
-			p.fields.Add(at(path, safeKey(k)), "is not a field of %s (allowed: %s)", what, strings.Join(allowed, ", "))
-		}
-	}
-}
-
-// safeKey keeps user-sent key names printable and short in error paths.
-func safeKey(k string) string {
-	k = strings.ToValidUTF8(k, "?")
-	if utf8.RuneCountInString(k) > 64 {
-		k = string([]rune(k)[:64]) + "..."
-	}
-	return k
-}
-
-func (p *parser) boolean(m map[string]json.RawMessage, path, key string) bool {
-	r, ok := m[key]
-	if !ok {
-		return false
-	}
-	var b bool
-	if json.Unmarshal(r, &b) != nil {
-		p.fields.Add(at(path, key), "must be true or false")
-	}
-	return b
+	deftree.UnknownKeys(p.fields, m, path, allowed, what)
 }
 
 func (p *parser) str(m map[string]json.RawMessage, path, key string, required bool) string {
@@ -410,7 +286,6 @@ func (p *parser) enum(m map[string]json.RawMessage, path, key string, allowed []
 }
 
 func (p *parser) condition(m map[string]json.RawMessage, path string, n *Node) {
-	p.leaves++
 	typ := p.str(m, path, "type", true)
 	keys, ok := conditionKey[typ]
 	if !ok {
@@ -421,7 +296,7 @@ func (p *parser) condition(m map[string]json.RawMessage, path string, n *Node) {
 	}
 	n.Type = typ
 	p.unknownKeys(m, path, keys, "a "+typ+" condition")
-	n.Negate = p.boolean(m, path, "negate")
+	n.Negate = deftree.Bool(p.fields, m, path, "negate")
 	switch typ {
 	case TypeMonetary:
 		n.EventType = p.name(m, path, "event_type")
@@ -528,21 +403,11 @@ func scalar(r json.RawMessage) (Value, bool) {
 
 // operand reads "value" as the operator needs it.
 func (p *parser) operand(m map[string]json.RawMessage, path, op string) *Value {
-	r, has := m["value"]
+	r, ok := deftree.Value(p.fields, m, path, op, "exists", "not_exists")
+	if !ok {
+		return nil
+	}
 	key := at(path, "value")
-	switch op {
-	case "":
-		return nil
-	case "exists", "not_exists":
-		if has {
-			p.fields.Add(key, "must be omitted with operator %s", op)
-		}
-		return nil
-	}
-	if !has {
-		p.fields.Add(key, "is required with operator %s", op)
-		return nil
-	}
 	switch op {
 	case "in":
 		var items []json.RawMessage

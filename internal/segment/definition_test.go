@@ -243,7 +243,7 @@ func TestParseDefinitionInvalid(t *testing.T) {
 		{"missing conditions", `{"logic":"AND"}`, []string{"conditions"}, "is required"},
 		{"empty conditions", `{"logic":"AND","conditions":[]}`, []string{"conditions"}, "must not be empty"},
 		{"conditions not an array", `{"conditions":{"type":"recency"}}`, []string{"conditions"}, "must be an array"},
-		{"conditions null", `{"conditions":null}`, []string{"conditions"}, "must not be empty"},
+		{"conditions null", `{"conditions":null}`, []string{"conditions"}, "must be an array"},
 		{"logic unknown", `{"logic":"XOR","conditions":[` + frequencyLeaf + `]}`, []string{"logic"}, "must be AND or OR"},
 		{"logic not a string", `{"logic":1,"conditions":[` + frequencyLeaf + `]}`, []string{"logic"}, "must be AND or OR"},
 		{"negate not a boolean", `{"negate":"yes","conditions":[` + frequencyLeaf + `]}`, []string{"negate"}, "must be true or false"},

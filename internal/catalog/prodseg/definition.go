@@ -18,13 +18,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/cohort-dev/cohort/internal/deftree"
 	"github.com/cohort-dev/cohort/internal/errs"
 )
 
@@ -58,11 +57,7 @@ const (
 // Operators lists every operator in the order the API documents them.
 var Operators = []string{OpEq, OpNeq, OpGt, OpGte, OpLt, OpLte, OpIn, OpNotIn, OpContains, OpExists, OpNotExists}
 
-var (
-	logics        = []string{"AND", "OR"}
-	groupKeys     = []string{"logic", "conditions", "negate"}
-	conditionKeys = []string{"field", "operator", "value", "negate"}
-)
+var conditionKeys = []string{"field", "operator", "value", "negate"}
 
 // Definition is a parsed definition. Its JSON form (JSON) is canonical: what users read back.
 type Definition struct {
@@ -97,177 +92,49 @@ func (d *Definition) JSON() []byte {
 // Fields lists the field names the definition's conditions read, sorted and deduplicated.
 func (d *Definition) Fields() []string {
 	set := map[string]bool{}
-	var walk func(ns []Node)
-	walk = func(ns []Node) {
-		for i := range ns {
-			if ns[i].IsGroup() {
-				walk(ns[i].Conditions)
-			} else {
-				set[ns[i].Field] = true
-			}
-		}
+	for n := range deftree.Leaves(d.Conditions, func(n *Node) ([]Node, bool) { return n.Conditions, n.IsGroup() }) {
+		set[n.Field] = true
 	}
-	walk(d.Conditions)
 	return slices.Sorted(maps.Keys(set))
+}
+
+// definitions describes the language to deftree, which walks the groups: its limits, its leaves
+// (conditions, recognised by "field" or "operator") and how its nodes are built.
+var definitions = &deftree.Language[Definition, Node]{
+	MaxInput:      maxDefinitionInput,
+	MaxSize:       MaxDefinition,
+	MaxDepth:      MaxDepth,
+	MaxConditions: MaxConditions,
+	Required:      "is required: {\"logic\": \"AND\", \"conditions\": [{\"field\", \"operator\", \"value\"}]}",
+	LeafKeys:      []string{"field", "operator"},
+	Neither:       "must be a condition (with field and operator) or a group (with conditions)",
+	Leaf: func(f errs.Fields, m map[string]json.RawMessage, path string, n *Node) {
+		(&parser{fields: f}).condition(m, path, n)
+	},
+	Node: func(g deftree.Group[Node]) Node {
+		return Node{Logic: g.Logic, Conditions: g.Conditions, Negate: g.Negate}
+	},
+	Definition: func(g deftree.Group[Node]) *Definition {
+		return &Definition{Logic: g.Logic, Conditions: g.Conditions, Negate: g.Negate}
+	},
 }
 
 // Parse decodes a definition and checks its structure: groups, logic, field names present,
 // operators known, values present (or absent) and of a JSON shape the operator takes. Every
 // problem is reported at its path ("conditions[2].value", "conditions[0].conditions[1].operator")
 // in an *errs.ValidationError. Types are checked against the schema by Compile.
-func Parse(raw []byte) (*Definition, error) {
-	t := bytes.TrimSpace(raw)
-	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
-		return nil, errs.Invalid("definition", "is required: {\"logic\": \"AND\", \"conditions\": [{\"field\", \"operator\", \"value\"}]}")
-	}
-	if len(raw) > maxDefinitionInput {
-		return nil, errs.Invalid("definition", fmt.Sprintf("is %d bytes; the limit is %d", len(raw), MaxDefinition))
-	}
-	// encoding/json would silently turn invalid UTF-8 into U+FFFD.
-	if !utf8.Valid(raw) {
-		return nil, errs.Invalid("definition", "must be valid UTF-8")
-	}
-	p := &parser{fields: errs.Fields{}}
-	var top Node
-	p.group(raw, "", 1, &top)
-	if err := p.fields.Err(); err != nil {
-		return nil, err
-	}
-	if p.leaves > MaxConditions {
-		return nil, errs.Invalid("conditions", fmt.Sprintf("has %d conditions in all; the limit is %d", p.leaves, MaxConditions))
-	}
-	def := &Definition{Logic: top.Logic, Conditions: top.Conditions, Negate: top.Negate}
-	if n := len(def.JSON()); n > MaxDefinition {
-		return nil, errs.Invalid("definition", fmt.Sprintf("is %d bytes; the limit is %d", n, MaxDefinition))
-	}
-	return def, nil
-}
+func Parse(raw []byte) (*Definition, error) { return definitions.Parse(raw) }
 
+// parser parses conditions, adding problems to fields.
 type parser struct {
 	fields errs.Fields
-	leaves int
 }
 
-func at(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-// object decodes one JSON object, keeping its members raw; nothing may follow it.
-func (p *parser) object(raw []byte, path string) map[string]json.RawMessage {
-	var m map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	err := dec.Decode(&m)
-	if err == nil {
-		if _, terr := dec.Token(); terr != io.EOF {
-			err = errors.New("trailing data")
-		}
-	}
-	if err != nil || m == nil {
-		name := path
-		if name == "" {
-			name = "definition"
-		}
-		p.fields.Add(name, "must be a JSON object")
-		return nil
-	}
-	return m
-}
-
-func (p *parser) unknownKeys(m map[string]json.RawMessage, path string, allowed []string, what string) {
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if !slices.Contains(allowed, k) {
-			p.fields.Add(at(path, safeKey(k)), "is not a field of %s (allowed: %s)", what, strings.Join(allowed, ", "))
-		}
-	}
-}
-
-// safeKey keeps user-sent key names printable and short in error paths.
-func safeKey(k string) string {
-	k = strings.ToValidUTF8(k, "?")
-	if utf8.RuneCountInString(k) > 64 {
-		k = string([]rune(k)[:64]) + "..."
-	}
-	return k
-}
-
-func (p *parser) boolean(m map[string]json.RawMessage, path, key string) bool {
-	r, ok := m[key]
-	if !ok {
-		return false
-	}
-	var b bool
-	if json.Unmarshal(r, &b) != nil || bytes.Equal(bytes.TrimSpace(r), []byte("null")) {
-		p.fields.Add(at(path, key), "must be true or false")
-	}
-	return b
-}
-
-func (p *parser) group(raw []byte, path string, depth int, out *Node) {
-	m := p.object(raw, path)
-	if m == nil {
-		return
-	}
-	p.unknownKeys(m, path, groupKeys, "a group")
-	out.Logic = "AND"
-	if lr, ok := m["logic"]; ok {
-		var s string
-		if json.Unmarshal(lr, &s) != nil || !slices.Contains(logics, strings.ToUpper(s)) {
-			p.fields.Add(at(path, "logic"), "must be AND or OR")
-		} else {
-			out.Logic = strings.ToUpper(s)
-		}
-	}
-	out.Negate = p.boolean(m, path, "negate")
-	cr, ok := m["conditions"]
-	if !ok {
-		p.fields.Add(at(path, "conditions"), "is required")
-		return
-	}
-	var items []json.RawMessage
-	if json.Unmarshal(cr, &items) != nil || items == nil {
-		p.fields.Add(at(path, "conditions"), "must be an array")
-		return
-	}
-	if len(items) == 0 {
-		p.fields.Add(at(path, "conditions"), "must not be empty")
-		return
-	}
-	if len(items) > MaxConditions {
-		p.fields.Add(at(path, "conditions"), "has %d items; the limit is %d", len(items), MaxConditions)
-		return
-	}
-	out.Conditions = make([]Node, len(items))
-	for i, item := range items {
-		ipath := fmt.Sprintf("%s[%d]", at(path, "conditions"), i)
-		im := p.object(item, ipath)
-		if im == nil {
-			continue
-		}
-		_, isCond := im["field"]
-		_, hasOp := im["operator"]
-		if isCond || hasOp {
-			p.condition(im, ipath, &out.Conditions[i])
-			continue
-		}
-		if _, isGroup := im["conditions"]; !isGroup {
-			p.fields.Add(ipath, "must be a condition (with field and operator) or a group (with conditions)")
-			continue
-		}
-		if depth+1 > MaxDepth {
-			p.fields.Add(ipath, "nests groups deeper than %d levels", MaxDepth)
-			continue
-		}
-		p.group(item, ipath, depth+1, &out.Conditions[i])
-	}
-}
+func at(path, key string) string { return deftree.At(path, key) }
 
 func (p *parser) condition(m map[string]json.RawMessage, path string, n *Node) {
-	p.leaves++
-	p.unknownKeys(m, path, conditionKeys, "a condition")
-	n.Negate = p.boolean(m, path, "negate")
+	deftree.UnknownKeys(p.fields, m, path, conditionKeys, "a condition")
+	n.Negate = deftree.Bool(p.fields, m, path, "negate")
 	n.Field = p.fieldName(m, path)
 	n.Operator = p.operator(m, path)
 	n.Value = p.operand(m, path, n.Operator)
@@ -313,21 +180,11 @@ func (p *parser) operator(m map[string]json.RawMessage, path string) string {
 
 // operand reads "value" as the operator needs it and returns it as canonical JSON.
 func (p *parser) operand(m map[string]json.RawMessage, path, op string) json.RawMessage {
-	r, has := m["value"]
+	r, ok := deftree.Value(p.fields, m, path, op, OpExists, OpNotExists)
+	if !ok {
+		return nil
+	}
 	key := at(path, "value")
-	switch op {
-	case "":
-		return nil
-	case OpExists, OpNotExists:
-		if has {
-			p.fields.Add(key, "must be omitted with operator %s", op)
-		}
-		return nil
-	}
-	if !has {
-		p.fields.Add(key, "is required with operator %s", op)
-		return nil
-	}
 	if op == OpIn || op == OpNotIn {
 		var items []json.RawMessage
 		if json.Unmarshal(r, &items) != nil || items == nil {
