@@ -1,13 +1,17 @@
 package ingest_test
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cohort-dev/cohort/internal/ingest"
@@ -18,9 +22,21 @@ import (
 
 // BenchmarkLoad measures end-to-end loading into the embedded warehouse: events already on the
 // bus (pstest) are pulled, deduplicated, stored, merged into profiles and rolled up. Each
-// iteration loads 200,000 events of 20,000 users; the metric is events/s.
+// iteration publishes COHORT_BENCH_EVENTS events (default 200,000) of COHORT_BENCH_USERS users
+// (default a tenth of the events) and loads them into the same tables, so -benchtime Nx loads N
+// times as many in all. The metrics are events/s over the loading time (publishing is not
+// timed) and the CPU time per event of this process and of the database's Postgres backends.
+// COHORT_BENCH_BATCH and COHORT_BENCH_FLUSHERS override the loader's defaults.
+//
+// Issue 3's 10M events: COHORT_BENCH_EVENTS=1000000 COHORT_BENCH_USERS=1000000 -benchtime 10x
+// (10M events of 1M users into one database), or COHORT_BENCH_EVENTS=10000000 -benchtime 1x in
+// one go, where pstest holds 20,000 messages (about 5 GB) and spends much of the process's CPU
+// scanning its backlog on every delivery.
 func BenchmarkLoad(b *testing.B) {
-	const perIter, perMessage = 200_000, 500
+	const perMessage = 500
+	perIter := envInt(b, "COHORT_BENCH_EVENTS", 200_000)
+	users := envInt(b, "COHORT_BENCH_USERS", max(perIter/10, 1))
+	perIter -= perIter % perMessage
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, testenv.Database(b))
 	if err != nil {
@@ -33,7 +49,7 @@ func BenchmarkLoad(b *testing.B) {
 	errlog := ingest.NewErrorLog(pool, logger, time.Now)
 	sink := ingest.NewSink(pool, whpg.New(pool))
 
-	var loaded time.Duration
+	var loaded, goCPU, pgCPU time.Duration
 	for it := 0; it < b.N; it++ {
 		b.StopTimer()
 		now := time.Now().UTC()
@@ -43,7 +59,7 @@ func BenchmarkLoad(b *testing.B) {
 			events := make([]warehouse.Event, perMessage)
 			for i := range events {
 				n := it*perIter + m*perMessage + i
-				events[i] = warehouse.Event{TenantID: 1, EventID: strconv.Itoa(n), UserID: "user-" + strconv.Itoa(n%20_000),
+				events[i] = warehouse.Event{TenantID: 1, EventID: strconv.Itoa(n), UserID: "user-" + strconv.Itoa(n%users),
 					EventType: []string{"page_viewed", "order_completed", "add_to_cart"}[n%3], OccurredAt: now.Add(-time.Duration(n%1000) * time.Minute),
 					ReceivedAt: now, Payload: []byte(`{"amount":42.5,"currency":"EUR","sku":"SKU-123"}`)}
 			}
@@ -58,14 +74,18 @@ func BenchmarkLoad(b *testing.B) {
 		wg.Wait()
 		want := (it + 1) * perIter
 		b.StartTimer()
+		cpu0 := sampleCPU(ctx, b, pool)
 		start := time.Now()
 		lctx, cancel := context.WithCancel(ctx)
-		l := ingest.NewLoader(bs.Client().Subscriber("loader"), sink, pool, errlog, logger, ingest.LoaderConfig{})
+		l := ingest.NewLoader(bs.Client().Subscriber("loader"), sink, pool, errlog, logger, ingest.LoaderConfig{
+			MaxBatchEvents: envInt(b, "COHORT_BENCH_BATCH", 0), Flushers: envInt(b, "COHORT_BENCH_FLUSHERS", 0)})
 		done := make(chan error, 1)
 		go func() { done <- l.Run(lctx) }()
 		for {
+			// The hourly rollup commits with the events and is a few rows: polling it costs
+			// nothing, where count(*) over the events would scan millions of rows 50 times a second.
 			var n int
-			if err := pool.QueryRow(ctx, `SELECT count(*) FROM warehouse.events`).Scan(&n); err != nil {
+			if err := pool.QueryRow(ctx, `SELECT coalesce(sum(event_count), 0) FROM ingestion_hourly WHERE tenant_id = 1`).Scan(&n); err != nil {
 				b.Fatal(err)
 			}
 			if n >= want {
@@ -75,8 +95,77 @@ func BenchmarkLoad(b *testing.B) {
 		}
 		loaded += time.Since(start)
 		b.StopTimer()
+		cpu1 := sampleCPU(ctx, b, pool)
+		goCPU += cpu1.self - cpu0.self
+		for pid, t := range cpu1.pg {
+			pgCPU += t - cpu0.pg[pid]
+		}
 		cancel()
 		<-done
+		var stored int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM warehouse.events`).Scan(&stored); err != nil {
+			b.Fatal(err)
+		}
+		if stored != want {
+			b.Fatalf("stored %d events, want %d", stored, want)
+		}
 	}
 	b.ReportMetric(float64(perIter*b.N)/loaded.Seconds(), "events/s")
+	// CPU per event of the loader (this process, with pstest) and of the database's Postgres
+	// backends: what the machine's cores are spent on, less noisy than wall time on a shared box.
+	// (WAL writing by the walwriter and checkpoints are not included; commit flushes are.)
+	b.ReportMetric(float64(goCPU.Microseconds())/float64(perIter*b.N), "go-cpu-µs/event")
+	b.ReportMetric(float64(pgCPU.Microseconds())/float64(perIter*b.N), "pg-cpu-µs/event")
+}
+
+type cpuSample struct {
+	self time.Duration
+	pg   map[int]time.Duration // by backend pid
+}
+
+// sampleCPU reads from /proc the CPU time used so far by this process and by the Postgres
+// backends connected to pool's database (zero where /proc cannot tell, e.g. a remote server).
+func sampleCPU(ctx context.Context, b *testing.B, pool *pgxpool.Pool) cpuSample {
+	s := cpuSample{self: procCPU(os.Getpid()), pg: map[int]time.Duration{}}
+	rows, err := pool.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, pid := range pids {
+		s.pg[pid] = procCPU(pid)
+	}
+	return s
+}
+
+// procCPU is a process's user plus system time from /proc/<pid>/stat (clock ticks of 10 ms).
+func procCPU(pid int) time.Duration {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// envInt reads a positive integer from the environment, or returns def.
+func envInt(tb testing.TB, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		tb.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
 }

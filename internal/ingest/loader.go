@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -92,7 +91,7 @@ func (l *Loader) Run(ctx context.Context) error {
 
 func (l *Loader) add(m *pubsub.Message) {
 	var msg Message
-	if err := json.Unmarshal(m.Data, &msg); err != nil || msg.V != MessageVersion {
+	if err := decodeMessage(m.Data, &msg); err != nil || msg.V != MessageVersion {
 		reason := "undecodable message"
 		if err != nil {
 			reason += ": " + err.Error()

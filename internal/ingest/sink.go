@@ -1,10 +1,14 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,6 +22,12 @@ import (
 // event ids (skipping those already stored), writes the new events to the warehouse (the embedded
 // one in the same transaction; BigQuery before commit, deduplicated by insert id), merges profiles
 // and updates the stats rollups.
+//
+// A batch is first written on the fast path: its events (or, with BigQuery, their ids) are copied
+// in with COPY, which fails as a whole on a unique violation when any of them is stored already,
+// and every rollup statement goes to Postgres in one pipelined round trip. Only a batch that
+// conflicts (a redelivery, or a race with another loader) is rolled back and written again on the
+// row-by-row path, which skips the stored events.
 type Sink struct {
 	pool *pgxpool.Pool
 	wh   warehouse.Writer
@@ -34,14 +44,30 @@ func NewSink(pool *pgxpool.Pool, wh warehouse.Writer) *Sink {
 
 // Apply stores the batch; it returns how many events were new.
 func (s *Sink) Apply(ctx context.Context, events []warehouse.Event) (int, error) {
+	n, err := s.apply(ctx, events, true)
+	if whpg.Retryable(err) {
+		n, err = s.apply(ctx, events, false)
+	}
+	return n, err
+}
+
+// apply runs one attempt; fast copies the events (or ids) in, which fails on any stored one.
+func (s *Sink) apply(ctx context.Context, events []warehouse.Event, fast bool) (int, error) {
 	var n int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var fresh []warehouse.Event
 		var err error
-		if s.embedded {
+		switch {
+		case s.embedded && fast:
+			fresh, err = whpg.CopyNew(ctx, tx, events)
+		case s.embedded:
 			fresh, err = whpg.InsertNew(ctx, tx, events)
-		} else {
-			fresh, err = whpg.Dedupe(ctx, tx, events)
+		default:
+			if fast {
+				fresh, err = whpg.CopyNewIDs(ctx, tx, events)
+			} else {
+				fresh, err = whpg.Dedupe(ctx, tx, events)
+			}
 			if err == nil && len(fresh) > 0 {
 				if _, werr := s.wh.Write(ctx, fresh); werr != nil {
 					err = fmt.Errorf("write %s: %w", s.wh.Name(), werr)
@@ -55,18 +81,68 @@ func (s *Sink) Apply(ctx context.Context, events []warehouse.Event) (int, error)
 		if len(fresh) == 0 {
 			return nil
 		}
-		if err := s.upsertProfiles(ctx, tx, fresh); err != nil {
-			return err
-		}
-		if s.embedded {
-			// Segment rollups; BigQuery computes segments from its raw events.
-			if err := s.updateUserStats(ctx, tx, fresh); err != nil {
-				return err
-			}
-		}
-		return s.updateRollups(ctx, tx, fresh)
+		return s.rollups(ctx, tx, fresh)
 	})
 	return n, err
+}
+
+// rollups merges profiles and updates the rollups for the new events: every statement is queued
+// in one pipelined batch, in one table order and, within a table, one key order for every loader,
+// so concurrent loaders wait for each other's row locks instead of deadlocking. The user sketches
+// come last, so their locks (every loader of a tenant wants the current hour's) are held briefly.
+func (s *Sink) rollups(ctx context.Context, tx pgx.Tx, fresh []warehouse.Event) error {
+	var p pipeline
+	if err := queueProfiles(&p, fresh); err != nil {
+		return err
+	}
+	if s.embedded {
+		// Segment rollups; BigQuery computes segments from its raw events.
+		queueUserStats(&p, fresh)
+	}
+	queueHourlyCounts(&p, fresh)
+	sketches := newSketches(fresh)
+	sketches.queueLocks(&p)
+	if err := p.run(ctx, tx); err != nil {
+		return err
+	}
+	return sketches.store(ctx, tx)
+}
+
+// pipeline is statements sent to Postgres together (one round trip) and their results read back.
+type pipeline struct {
+	b     pgx.Batch
+	reads []func(pgx.BatchResults) error
+}
+
+// exec queues a statement whose result is only its success; what names it in an error.
+func (p *pipeline) exec(what, sql string, args ...any) {
+	p.b.Queue(sql, args...)
+	p.reads = append(p.reads, func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	})
+}
+
+// queryRow queues a query of one row, which scan reads.
+func (p *pipeline) queryRow(scan func(pgx.Row) error, sql string, args ...any) {
+	p.b.Queue(sql, args...)
+	p.reads = append(p.reads, func(br pgx.BatchResults) error { return scan(br.QueryRow()) })
+}
+
+func (p *pipeline) run(ctx context.Context, tx pgx.Tx) error {
+	if len(p.reads) == 0 {
+		return nil
+	}
+	br := tx.SendBatch(ctx, &p.b)
+	for _, read := range p.reads {
+		if err := read(br); err != nil {
+			_ = br.Close()
+			return err
+		}
+	}
+	return br.Close()
 }
 
 type userKey struct {
@@ -80,7 +156,7 @@ type profileDelta struct {
 	times       map[string]time.Time // per trait: occurred_at of the identify that set it
 }
 
-func (s *Sink) upsertProfiles(ctx context.Context, tx pgx.Tx, events []warehouse.Event) error {
+func queueProfiles(p *pipeline, events []warehouse.Event) error {
 	deltas := map[userKey]*profileDelta{}
 	for _, e := range events {
 		k := userKey{e.TenantID, e.UserID}
@@ -117,11 +193,8 @@ func (s *Sink) upsertProfiles(ctx context.Context, tx pgx.Tx, events []warehouse
 		keys = append(keys, k)
 	}
 	// A fixed lock order keeps concurrent loaders from deadlocking.
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].tenant != keys[j].tenant {
-			return keys[i].tenant < keys[j].tenant
-		}
-		return keys[i].user < keys[j].user
+	slices.SortFunc(keys, func(a, b userKey) int {
+		return cmp.Or(cmp.Compare(a.tenant, b.tenant), strings.Compare(a.user, b.user))
 	})
 	tenants := make([]int64, len(keys))
 	users := make([]string, len(keys))
@@ -145,20 +218,26 @@ func (s *Sink) upsertProfiles(ctx context.Context, tx pgx.Tx, events []warehouse
 			times[i] = string(b)
 		}
 	}
-	_, err := tx.Exec(ctx, `
+	p.exec("upsert profiles", `
 		INSERT INTO profiles (tenant_id, user_id, traits, trait_times, first_seen_at, last_seen_at, updated_at)
 		SELECT t, u, tr::jsonb, tt::jsonb, f, l, now()
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::text[]) AS x(t, u, tr, f, l, tt)
+		-- Most users' profiles cover their events already: skip them with a look-up rather than
+		-- have ON CONFLICT lock (and so write) their rows only for the WHERE below to leave them.
+		-- Seen times only ever widen, so a profile that covers a user's events stays covering.
+		WHERE x.tr <> '{}' OR NOT EXISTS (SELECT 1 FROM profiles p WHERE p.tenant_id = x.t AND p.user_id = x.u
+			AND p.first_seen_at <= x.f AND p.last_seen_at + interval '1 minute' >= x.l)
 		ON CONFLICT (tenant_id, user_id) DO UPDATE SET
-			-- Per trait, the value set most recently (by occurred_at) wins.
-			traits = profiles.traits || COALESCE((
+			-- Per trait, the value set most recently (by occurred_at) wins. (Most updates bring
+			-- no traits, only seen times: they keep the stored jsonb values as they are.)
+			traits = CASE WHEN EXCLUDED.traits = '{}'::jsonb THEN profiles.traits ELSE profiles.traits || COALESCE((
 				SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(EXCLUDED.traits) AS e
 				WHERE NOT profiles.trait_times ? e.key
-				   OR (EXCLUDED.trait_times->>e.key)::timestamptz >= (profiles.trait_times->>e.key)::timestamptz), '{}'),
-			trait_times = profiles.trait_times || COALESCE((
+				   OR (EXCLUDED.trait_times->>e.key)::timestamptz >= (profiles.trait_times->>e.key)::timestamptz), '{}') END,
+			trait_times = CASE WHEN EXCLUDED.trait_times = '{}'::jsonb THEN profiles.trait_times ELSE profiles.trait_times || COALESCE((
 				SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(EXCLUDED.trait_times) AS e
 				WHERE NOT profiles.trait_times ? e.key
-				   OR (e.value #>> '{}')::timestamptz >= (profiles.trait_times->>e.key)::timestamptz), '{}'),
+				   OR (e.value #>> '{}')::timestamptz >= (profiles.trait_times->>e.key)::timestamptz), '{}') END,
 			first_seen_at = LEAST(profiles.first_seen_at, EXCLUDED.first_seen_at),
 			last_seen_at  = GREATEST(profiles.last_seen_at, EXCLUDED.last_seen_at),
 			updated_at    = now()
@@ -167,9 +246,6 @@ func (s *Sink) upsertProfiles(ctx context.Context, tx pgx.Tx, events []warehouse
 		WHERE EXCLUDED.traits <> '{}'::jsonb
 			OR EXCLUDED.first_seen_at < profiles.first_seen_at
 			OR EXCLUDED.last_seen_at > profiles.last_seen_at + interval '1 minute'`, tenants, users, traits, firsts, lasts, times)
-	if err != nil {
-		return fmt.Errorf("upsert profiles: %w", err)
-	}
 	return nil
 }
 
@@ -178,22 +254,15 @@ type bucketKey struct {
 	bucket time.Time
 }
 
-func (s *Sink) updateRollups(ctx context.Context, tx pgx.Tx, events []warehouse.Event) error {
+// queueHourlyCounts adds the events to ingestion_hourly.
+func queueHourlyCounts(p *pipeline, events []warehouse.Event) {
 	type countKey struct {
 		bucketKey
 		eventType string
 	}
 	counts := map[countKey]int64{}
-	sketches := map[bucketKey]Sketch{}
 	for _, e := range events {
-		bk := bucketKey{e.TenantID, e.ReceivedAt.UTC().Truncate(time.Hour)}
-		counts[countKey{bk, e.EventType}]++
-		sk := sketches[bk]
-		if sk == nil {
-			sk = NewSketch()
-			sketches[bk] = sk
-		}
-		sk.Add(e.UserID)
+		counts[countKey{bucketKey{e.TenantID, e.ReceivedAt.UTC().Truncate(time.Hour)}, e.EventType}]++
 	}
 	ckeys := make([]countKey, 0, len(counts))
 	for k := range counts {
@@ -216,43 +285,86 @@ func (s *Sink) updateRollups(ctx context.Context, tx pgx.Tx, events []warehouse.
 	for i, k := range ckeys {
 		ts[i], bs[i], es[i], ns[i] = k.tenant, k.bucket, k.eventType, counts[k]
 	}
-	if _, err := tx.Exec(ctx, `
+	p.exec("update hourly counts", `
 		INSERT INTO ingestion_hourly (tenant_id, bucket, event_type, event_count)
 		SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::bigint[])
 		ON CONFLICT (tenant_id, bucket, event_type) DO UPDATE SET event_count = ingestion_hourly.event_count + EXCLUDED.event_count`,
-		ts, bs, es, ns); err != nil {
-		return fmt.Errorf("update hourly counts: %w", err)
-	}
+		ts, bs, es, ns)
+}
 
-	bkeys := make([]bucketKey, 0, len(sketches))
-	for k := range sketches {
-		bkeys = append(bkeys, k)
+// userSketches are the batch's user sketches by tenant and hour, with the stored ones read under
+// lock by queueLocks.
+type userSketches struct {
+	keys   []bucketKey // in lock order
+	add    map[bucketKey]Sketch
+	stored map[bucketKey][]byte // nil: no row yet
+}
+
+func newSketches(events []warehouse.Event) *userSketches {
+	us := &userSketches{add: map[bucketKey]Sketch{}, stored: map[bucketKey][]byte{}}
+	for _, e := range events {
+		k := bucketKey{e.TenantID, e.ReceivedAt.UTC().Truncate(time.Hour)}
+		sk := us.add[k]
+		if sk == nil {
+			sk = NewSketch()
+			us.add[k] = sk
+			us.keys = append(us.keys, k)
+		}
+		sk.Add(e.UserID)
 	}
-	sort.Slice(bkeys, func(i, j int) bool {
-		if bkeys[i].tenant != bkeys[j].tenant {
-			return bkeys[i].tenant < bkeys[j].tenant
+	sort.Slice(us.keys, func(i, j int) bool {
+		if us.keys[i].tenant != us.keys[j].tenant {
+			return us.keys[i].tenant < us.keys[j].tenant
 		}
-		return bkeys[i].bucket.Before(bkeys[j].bucket)
+		return us.keys[i].bucket.Before(us.keys[j].bucket)
 	})
-	for _, k := range bkeys {
-		// Create the row if missing, then lock it and merge: concurrent loaders serialise per bucket.
-		if _, err := tx.Exec(ctx, `INSERT INTO ingestion_hourly_users (tenant_id, bucket, sketch) VALUES ($1, $2, $3)
-			ON CONFLICT DO NOTHING`, k.tenant, k.bucket, []byte(NewSketch())); err != nil {
-			return fmt.Errorf("create user sketch: %w", err)
+	return us
+}
+
+const lockSketch = `SELECT sketch FROM ingestion_hourly_users WHERE tenant_id = $1 AND bucket = $2 FOR UPDATE`
+
+// queueLocks reads and locks the stored sketches: concurrent loaders serialise per bucket.
+func (us *userSketches) queueLocks(p *pipeline) {
+	for _, k := range us.keys {
+		p.queryRow(func(row pgx.Row) error {
+			var stored []byte
+			if err := row.Scan(&stored); err != nil {
+				if errors.Is(err, pgx.ErrNoRows) {
+					return nil
+				}
+				return fmt.Errorf("lock user sketch: %w", err)
+			}
+			us.stored[k] = stored
+			return nil
+		}, lockSketch, k.tenant, k.bucket)
+	}
+}
+
+// store writes the merged sketches, creating the rows that were missing.
+func (us *userSketches) store(ctx context.Context, tx pgx.Tx) error {
+	var p pipeline
+	for _, k := range us.keys {
+		stored := us.stored[k]
+		if stored == nil {
+			// No row yet: create it with this batch's sketch, unless a concurrent loader just did.
+			tag, err := tx.Exec(ctx, `INSERT INTO ingestion_hourly_users (tenant_id, bucket, sketch) VALUES ($1, $2, $3)
+				ON CONFLICT DO NOTHING`, k.tenant, k.bucket, []byte(us.add[k]))
+			if err != nil {
+				return fmt.Errorf("create user sketch: %w", err)
+			}
+			if tag.RowsAffected() == 1 {
+				continue
+			}
+			if err := tx.QueryRow(ctx, lockSketch, k.tenant, k.bucket).Scan(&stored); err != nil {
+				return fmt.Errorf("lock user sketch: %w", err)
+			}
 		}
-		var stored []byte
-		if err := tx.QueryRow(ctx, `SELECT sketch FROM ingestion_hourly_users WHERE tenant_id = $1 AND bucket = $2 FOR UPDATE`,
-			k.tenant, k.bucket).Scan(&stored); err != nil {
-			return fmt.Errorf("lock user sketch: %w", err)
-		}
-		merged := sketches[k]
+		merged := us.add[k]
 		if err := merged.Merge(stored); err != nil {
 			return fmt.Errorf("merge user sketch: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE ingestion_hourly_users SET sketch = $3 WHERE tenant_id = $1 AND bucket = $2`,
-			k.tenant, k.bucket, []byte(merged)); err != nil {
-			return fmt.Errorf("store user sketch: %w", err)
-		}
+		p.exec("store user sketch", `UPDATE ingestion_hourly_users SET sketch = $3 WHERE tenant_id = $1 AND bucket = $2`,
+			k.tenant, k.bucket, []byte(merged))
 	}
-	return nil
+	return p.run(ctx, tx)
 }

@@ -1,14 +1,12 @@
 package ingest
 
 import (
-	"context"
+	"cmp"
 	"encoding/json"
-	"fmt"
 	"regexp"
-	"sort"
+	"slices"
+	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/cohort-dev/cohort/internal/warehouse"
 )
@@ -36,6 +34,9 @@ func numericText(v json.RawMessage) (string, bool) {
 	case c == '-' || (c >= '0' && c <= '9'):
 		return string(v), true
 	case c == '"':
+		if !maybeNumericString(v) {
+			return "", false
+		}
 		var s string
 		if json.Unmarshal(v, &s) != nil || !numericString.MatchString(s) {
 			return "", false
@@ -43,6 +44,27 @@ func numericText(v json.RawMessage) (string, bool) {
 		return s, true
 	}
 	return "", false
+}
+
+// maybeNumericString is a cheap pre-check of a JSON string for numericString: without escapes, it
+// holds a digit and nothing but what the pattern allows.
+func maybeNumericString(v json.RawMessage) bool {
+	if len(v) < 2 {
+		return true
+	}
+	digit := false
+	for _, c := range v[1 : len(v)-1] {
+		switch {
+		case c >= '0' && c <= '9':
+			digit = true
+		case c == '\\':
+			return true // an escape may stand for anything: let the decoder and the pattern tell
+		case c == '.' || c == '+' || c == '-' || c == 'e' || c == 'E' || c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r':
+		default:
+			return false
+		}
+	}
+	return digit
 }
 
 type statKey struct {
@@ -56,10 +78,26 @@ type eventStat struct {
 	first, last time.Time
 }
 
-func (s *Sink) updateUserStats(ctx context.Context, tx pgx.Tx, events []warehouse.Event) error {
+// propKey is a row of warehouse.user_property_stats.
+type propKey struct {
+	tenant    int64
+	eventType string
+	property  string
+	user      string
+}
+
+// propValue is one numeric property of an event.
+type propValue struct{ name, num string }
+
+func queueUserStats(p *pipeline, events []warehouse.Event) {
 	stats := make(map[statKey]*eventStat, len(events))
-	var pt []int64
-	var pe, pp, pu, pv []string
+	// Per property row, the texts of its values in the batch, comma-separated (a number's text
+	// never holds a comma), and how many there are.
+	props := map[propKey]int{}
+	var pkeys []propKey
+	var pn []int64
+	var pv []string
+	var own []propValue // the current event's
 	for _, e := range events {
 		k := statKey{e.TenantID, e.EventType, e.UserID}
 		st := stats[k]
@@ -77,40 +115,41 @@ func (s *Sink) updateUserStats(ctx context.Context, tx pgx.Tx, events []warehous
 		if !hasNumberish(e.Payload) {
 			continue
 		}
-		first := len(pp)
+		own = own[:0]
 		numericProperties(e.Payload, func(name, txt string) {
 			// A repeated key: the last value wins, as in jsonb ("" drops a number it replaced).
-			for j := first; j < len(pp); j++ {
-				if pp[j] == name {
+			for j := range own {
+				if own[j].name == name {
 					if txt != "" {
-						pv[j] = txt
+						own[j].num = txt
 						return
 					}
-					last := len(pp) - 1
-					pt[j], pe[j], pp[j], pu[j], pv[j] = pt[last], pe[last], pp[last], pu[last], pv[last]
-					pt, pe, pp, pu, pv = pt[:last], pe[:last], pp[:last], pu[:last], pv[:last]
+					own = append(own[:j], own[j+1:]...)
 					return
 				}
 			}
 			if txt != "" {
-				pt, pe, pp, pu, pv = append(pt, e.TenantID), append(pe, e.EventType), append(pp, name), append(pu, e.UserID), append(pv, txt)
+				own = append(own, propValue{name, txt})
 			}
 		})
+		for _, v := range own {
+			pk := propKey{e.TenantID, e.EventType, v.name, e.UserID}
+			if i, seen := props[pk]; seen {
+				pn[i]++
+				pv[i] += "," + v.num
+				continue
+			}
+			props[pk] = len(pkeys)
+			pkeys, pn, pv = append(pkeys, pk), append(pn, 1), append(pv, v.num)
+		}
 	}
 	keys := make([]statKey, 0, len(stats))
 	for k := range stats {
 		keys = append(keys, k)
 	}
 	// One lock order for every loader.
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.tenant != b.tenant {
-			return a.tenant < b.tenant
-		}
-		if a.eventType != b.eventType {
-			return a.eventType < b.eventType
-		}
-		return a.user < b.user
+	slices.SortFunc(keys, func(a, b statKey) int {
+		return cmp.Or(cmp.Compare(a.tenant, b.tenant), strings.Compare(a.eventType, b.eventType), strings.Compare(a.user, b.user))
 	})
 	ts, es, us := make([]int64, len(keys)), make([]string, len(keys)), make([]string, len(keys))
 	ns, fs, ls := make([]int64, len(keys)), make([]time.Time, len(keys)), make([]time.Time, len(keys))
@@ -118,28 +157,44 @@ func (s *Sink) updateUserStats(ctx context.Context, tx pgx.Tx, events []warehous
 		st := stats[k]
 		ts[i], es[i], us[i], ns[i], fs[i], ls[i] = k.tenant, k.eventType, k.user, st.n, st.first, st.last
 	}
-	if _, err := tx.Exec(ctx, `
+	p.exec("update user event stats", `
 		INSERT INTO warehouse.user_event_stats AS s (tenant_id, event_type, user_id, events, first_at, last_at)
 		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[], $6::timestamptz[])
 		ON CONFLICT (tenant_id, event_type, user_id) DO UPDATE SET events = s.events + EXCLUDED.events,
 			first_at = LEAST(s.first_at, EXCLUDED.first_at), last_at = GREATEST(s.last_at, EXCLUDED.last_at)`,
-		ts, es, us, ns, fs, ls); err != nil {
-		return fmt.Errorf("update user event stats: %w", err)
+		ts, es, us, ns, fs, ls)
+	if len(pkeys) == 0 {
+		return
 	}
-	if len(pt) == 0 {
-		return nil
+	// Sorted here (one lock order for every loader) rather than by Postgres, whose text sort
+	// costs more than the rows' upserts.
+	order := make([]int, len(pkeys))
+	for i := range order {
+		order[i] = i
 	}
-	if _, err := tx.Exec(ctx, `
+	slices.SortFunc(order, func(i, j int) int {
+		a, b := &pkeys[i], &pkeys[j]
+		return cmp.Or(cmp.Compare(a.tenant, b.tenant), strings.Compare(a.eventType, b.eventType),
+			strings.Compare(a.property, b.property), strings.Compare(a.user, b.user))
+	})
+	n := len(order)
+	pt, pe, pp, pu, on, ov := make([]int64, n), make([]string, n), make([]string, n), make([]string, n), make([]int64, n), make([]string, n)
+	for i, j := range order {
+		k := pkeys[j]
+		pt[i], pe[i], pp[i], pu[i], on[i], ov[i] = k.tenant, k.eventType, k.property, k.user, pn[j], pv[j]
+	}
+	// Numbers are summed and compared by Postgres (numeric, exactly as warehouse.jnum reads them);
+	// a row with one value in the batch, the usual case, needs no aggregate.
+	p.exec("update user property stats", `
 		INSERT INTO warehouse.user_property_stats AS s (tenant_id, event_type, property, user_id, n, total, min, max)
-		SELECT t, et, p, u, count(*), sum(v::numeric), min(v::numeric), max(v::numeric)
-		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[]) AS x(t, et, p, u, v)
-		GROUP BY t, et, p, u ORDER BY t, et, p, u
+		SELECT t, et, p, u, n,
+			CASE WHEN n = 1 THEN v::numeric ELSE (SELECT sum(x::numeric) FROM unnest(string_to_array(v, ',')) x) END,
+			CASE WHEN n = 1 THEN v::numeric ELSE (SELECT min(x::numeric) FROM unnest(string_to_array(v, ',')) x) END,
+			CASE WHEN n = 1 THEN v::numeric ELSE (SELECT max(x::numeric) FROM unnest(string_to_array(v, ',')) x) END
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[]) AS x(t, et, p, u, n, v)
 		ON CONFLICT (tenant_id, event_type, property, user_id) DO UPDATE SET n = s.n + EXCLUDED.n, total = s.total + EXCLUDED.total,
 			min = LEAST(s.min, EXCLUDED.min), max = GREATEST(s.max, EXCLUDED.max)`,
-		pt, pe, pp, pu, pv); err != nil {
-		return fmt.Errorf("update user property stats: %w", err)
-	}
-	return nil
+		pt, pe, pp, pu, on, ov)
 }
 
 // hasNumberish is a cheap pre-check: a payload without any digit has no numeric property.

@@ -1,14 +1,19 @@
 // Package postgres is the embedded warehouse: schema "warehouse" in the metadata Postgres, with the
-// same columns as the BigQuery table, bulk-inserted from arrays (INSERT ... SELECT FROM unnest).
+// same columns as the BigQuery table. A batch is written with COPY (binary), which the unique key
+// (tenant_id, event_id) makes fail as a whole when any event is stored already; only then is it
+// written again row by row with INSERT ... ON CONFLICT DO NOTHING, which skips the stored ones.
 package postgres
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cohort-dev/cohort/internal/warehouse"
@@ -34,18 +39,124 @@ func (w *Writer) Check(ctx context.Context) error {
 // Write stores the events not stored before.
 func (w *Writer) Write(ctx context.Context, events []warehouse.Event) (int, error) {
 	var n int
-	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		fresh, err := InsertNew(ctx, tx, events)
-		n = len(fresh)
-		return err
-	})
+	write := func(insert func(context.Context, pgx.Tx, []warehouse.Event) ([]warehouse.Event, error)) error {
+		return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+			fresh, err := insert(ctx, tx, events)
+			n = len(fresh)
+			return err
+		})
+	}
+	err := write(CopyNew)
+	if Retryable(err) {
+		err = write(InsertNew)
+	}
 	return n, err
+}
+
+// CopyNew stores the events with COPY, each (tenant_id, event_id) once (the first of any
+// duplicates inside the batch), and returns what it stored. It is the fast path of InsertNew for
+// batches of events that are all new, which is nearly every batch: when one of them is stored
+// already (a redelivery) the COPY fails with a unique violation (Retryable) and the transaction
+// must be rolled back and the batch written again with InsertNew. Use it in the transaction that
+// also stores whatever the events produce.
+func CopyNew(ctx context.Context, tx pgx.Tx, events []warehouse.Event) ([]warehouse.Event, error) {
+	events = Distinct(events)
+	if len(events) == 0 {
+		return nil, nil
+	}
+	rows := sortedByID(events)
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"warehouse", "events"},
+		[]string{"tenant_id", "event_id", "user_id", "event_type", "occurred_at", "received_at", "payload"},
+		pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+			e := rows[i]
+			return []any{e.TenantID, e.EventID, e.UserID, e.EventType, e.OccurredAt, e.ReceivedAt, []byte(e.Payload)}, nil
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("copy events: %w", err)
+	}
+	return events, nil
+}
+
+// CopyNewIDs is CopyNew for the ledger warehouse.event_ids (the fast path of Dedupe).
+func CopyNewIDs(ctx context.Context, tx pgx.Tx, events []warehouse.Event) ([]warehouse.Event, error) {
+	events = Distinct(events)
+	if len(events) == 0 {
+		return nil, nil
+	}
+	rows := sortedByID(events)
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"warehouse", "event_ids"}, []string{"tenant_id", "event_id", "received_at"},
+		pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+			e := rows[i]
+			return []any{e.TenantID, e.EventID, e.ReceivedAt}, nil
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("record event ids: %w", err)
+	}
+	return events, nil
+}
+
+// Retryable reports whether err is a conflict that writing the batch again on the row-by-row path
+// resolves: a unique violation (an event, or its id, stored already, maybe by a concurrent
+// writer), a deadlock or a serialization failure.
+func Retryable(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && (pg.Code == "23505" || pg.Code == "40P01" || pg.Code == "40001")
+}
+
+// Distinct returns the events with the first of any duplicate (tenant_id, event_id) kept, in
+// their order; it returns events itself when they are distinct.
+func Distinct(events []warehouse.Event) []warehouse.Event {
+	type key struct {
+		t int64
+		e string
+	}
+	seen := make(map[key]struct{}, len(events))
+	for i, e := range events {
+		k := key{e.TenantID, e.EventID}
+		if _, dup := seen[k]; !dup {
+			seen[k] = struct{}{}
+			continue
+		}
+		// A duplicate: copy what is distinct so far and filter the rest.
+		out := make([]warehouse.Event, i, len(events)-1)
+		copy(out, events[:i])
+		for _, e := range events[i+1:] {
+			k := key{e.TenantID, e.EventID}
+			if _, dup := seen[k]; !dup {
+				seen[k] = struct{}{}
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	return events
+}
+
+// sortedByID returns the events ordered by (tenant_id, event_id): one key order for every writer,
+// so concurrent batches that overlap wait for each other instead of deadlocking.
+func sortedByID(events []warehouse.Event) []*warehouse.Event {
+	rows := make([]*warehouse.Event, len(events))
+	for i := range events {
+		rows[i] = &events[i]
+	}
+	slices.SortFunc(rows, func(a, b *warehouse.Event) int {
+		if a.TenantID != b.TenantID {
+			if a.TenantID < b.TenantID {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.EventID, b.EventID)
+	})
+	return rows
 }
 
 // InsertNew inserts the events whose (tenant_id, event_id) is not stored yet (and the first of
 // any duplicates inside the batch) and returns them. Call it in the transaction that also stores
 // whatever the events produce, so a redelivered batch produces nothing twice.
 func InsertNew(ctx context.Context, tx pgx.Tx, events []warehouse.Event) ([]warehouse.Event, error) {
+	// Duplicates are dropped here, so which one is stored does not depend on Postgres's sort.
+	events = Distinct(events)
 	if len(events) == 0 {
 		return nil, nil
 	}
@@ -75,6 +186,7 @@ func InsertNew(ctx context.Context, tx pgx.Tx, events []warehouse.Event) ([]ware
 // BigQuery) and returns the events whose ids were not there yet, each once. Call it in the
 // transaction that also stores whatever the events produce.
 func Dedupe(ctx context.Context, tx pgx.Tx, events []warehouse.Event) ([]warehouse.Event, error) {
+	events = Distinct(events)
 	if len(events) == 0 {
 		return nil, nil
 	}

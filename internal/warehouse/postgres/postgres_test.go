@@ -343,7 +343,7 @@ func TestWriterOppositeOrdersDoNotDeadlock(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-			AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO warehouse.events%'`) == 2 {
+			AND wait_event_type = 'Lock' AND (query LIKE '%INSERT INTO warehouse.events%' OR query ILIKE 'copy "warehouse"."events"%')`) == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -411,6 +411,83 @@ func TestWriterCheck(t *testing.T) {
 			}
 			if !tc.ok && err == nil {
 				t.Error("Check = ok, want an error")
+			}
+		})
+	}
+}
+
+// CopyNew is the fast path: it stores a batch of new events, each once, and fails as a whole
+// (Retryable) when one of them is stored already, so the caller rolls back and uses InsertNew.
+func TestCopyNew(t *testing.T) {
+	pool := testenv.OpenDB(t).Pool
+	ctx := context.Background()
+	copyNew := func(events ...warehouse.Event) ([]warehouse.Event, error) {
+		var fresh []warehouse.Event
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			var err error
+			fresh, err = whpg.CopyNew(ctx, tx, events)
+			return err
+		})
+		return fresh, err
+	}
+	fresh, err := copyNew(ev(1, "b", `{"v":1}`), ev(1, "a", ""), ev(1, "b", `{"v":2}`), ev(2, "b", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(eventIDs(fresh)); got != "[1/b 1/a 2/b]" {
+		t.Errorf("CopyNew returned %s, want the first of each id in batch order", got)
+	}
+	if got, want := stored(t, pool, 1, 2), []string{`1/a={}`, `1/b={"v": 1}`, `2/b={}`}; !reflect.DeepEqual(got, want) {
+		t.Errorf("stored %v, want %v", got, want)
+	}
+	_, err = copyNew(ev(1, "c", ""), ev(1, "a", `{"again":true}`))
+	if !whpg.Retryable(err) {
+		t.Fatalf("CopyNew of a stored event: %v, want a retryable conflict", err)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM warehouse.events WHERE tenant_id = 1`); n != 2 {
+		t.Errorf("the failed copy left %d events of tenant 1, want 2", n)
+	}
+	// What the caller does then: the row-by-row path.
+	if n, err := whpg.New(pool).Write(ctx, []warehouse.Event{ev(1, "c", ""), ev(1, "a", `{"again":true}`)}); err != nil || n != 1 {
+		t.Fatalf("Write = %d, %v; want 1 new", n, err)
+	}
+	if fresh, err := copyNew(); err != nil || fresh != nil {
+		t.Errorf("CopyNew of nothing = %v, %v", fresh, err)
+	}
+}
+
+func eventIDs(events []warehouse.Event) []string {
+	out := make([]string, len(events))
+	for i, e := range events {
+		out[i] = fmt.Sprintf("%d/%s", e.TenantID, e.EventID)
+	}
+	return out
+}
+
+func TestDistinct(t *testing.T) {
+	cases := []struct {
+		name string
+		in   []warehouse.Event
+		want []string
+	}{
+		{"none", nil, []string{}},
+		{"distinct", []warehouse.Event{ev(1, "a", ""), ev(1, "b", ""), ev(2, "a", "")}, []string{"1/a", "1/b", "2/a"}},
+		{"the first is kept", []warehouse.Event{ev(1, "a", `{"n":1}`), ev(1, "b", ""), ev(1, "a", `{"n":2}`), ev(1, "a", `{"n":3}`), ev(1, "c", "")}, []string{"1/a", "1/b", "1/c"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := append([]warehouse.Event(nil), tc.in...)
+			got := whpg.Distinct(in)
+			if ids := eventIDs(got); !reflect.DeepEqual(ids, tc.want) {
+				t.Errorf("Distinct = %v, want %v", ids, tc.want)
+			}
+			for _, e := range got {
+				if e.EventID == "a" && string(e.Payload) != string(tc.in[0].Payload) {
+					t.Errorf("kept payload %s of a, want the first, %s", e.Payload, tc.in[0].Payload)
+				}
+			}
+			if !reflect.DeepEqual(in, tc.in) {
+				t.Error("Distinct changed its input")
 			}
 		})
 	}
