@@ -70,7 +70,7 @@ func (s *Service) BulkWith(ctx context.Context, tenantID int64, products []map[s
 	}
 	out := &BulkSummary{Results: make([]BulkResult, len(products))}
 	queued := 0
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, tenantID, func(tx pgx.Tx) error {
 		sc, err := lockSchemaShared(ctx, tx, tenantID)
 		if err != nil {
 			return err

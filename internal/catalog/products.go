@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cohort-dev/cohort/internal/errs"
 )
@@ -162,7 +163,7 @@ func skuConflict(err error, sku string) error {
 // Create stores a product; a SKU the tenant has (in any case) is a conflict.
 func (s *Service) Create(ctx context.Context, tenantID int64, in ProductInput) (*Product, error) {
 	var out *Product
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, tenantID, func(tx pgx.Tx) error {
 		sc, err := lockSchemaShared(ctx, tx, tenantID)
 		if err != nil {
 			return err
@@ -209,7 +210,7 @@ func (s *Service) Get(ctx context.Context, tenantID, id int64) (*Product, error)
 func (s *Service) Update(ctx context.Context, tenantID, id int64, in ProductPatch) (*Product, error) {
 	var out *Product
 	queued := false
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, tenantID, func(tx pgx.Tx) error {
 		sc, err := lockSchemaShared(ctx, tx, tenantID)
 		if err != nil {
 			return err
@@ -259,14 +260,16 @@ func (s *Service) Update(ctx context.Context, tenantID, id int64, in ProductPatc
 
 // Delete removes a product.
 func (s *Service) Delete(ctx context.Context, tenantID, id int64) error {
-	tag, err := s.pool.Exec(ctx, "DELETE FROM products WHERE tenant_id = $1 AND id = $2", tenantID, id)
-	if err != nil {
-		return fmt.Errorf("delete product %d: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("product %d: %w", id, errs.ErrNotFound)
-	}
-	return nil
+	return s.inTx(ctx, tenantID, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, "DELETE FROM products WHERE tenant_id = $1 AND id = $2", tenantID, id)
+		if err != nil {
+			return fmt.Errorf("delete product %d: %w", id, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("product %d: %w", id, errs.ErrNotFound)
+		}
+		return nil
+	})
 }
 
 // List limits.
@@ -350,46 +353,115 @@ func (s *Service) List(ctx context.Context, tenantID int64, q ListQuery) (*Page,
 	cond := strings.Join(where, " AND ")
 	out := &Page{Results: []*Product{}, Page: q.Page, PageSize: q.PageSize}
 	offset := int64(q.Page-1) * int64(q.PageSize)
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// Product pages are random reads on SSDs: with the default cost the planner reads every
-		// name match from the heap instead of intersecting the name and data indexes first.
-		if _, err := tx.Exec(ctx, "SET LOCAL random_page_cost = 1.1"); err != nil {
-			return fmt.Errorf("list products: %w", err)
+	// The count is the costly part of a filtered page: it is cached per condition and catalogue
+	// version (see inTx). Without a cached count, the page and the count run at once, on two
+	// connections, each in one round trip.
+	key := countKey(cond, args)
+	cached, have := s.counts.get(key)
+	var counted chan error
+	var fresh cachedCount
+	count := func() error {
+		var err error
+		if fresh, err = countProducts(ctx, s.pool, cond, args); err == nil {
+			s.counts.put(key, fresh)
 		}
-		pageArgs := append(slices.Clip(args), q.PageSize, offset)
-		rows, err := tx.Query(ctx, fmt.Sprintf("SELECT %s FROM products WHERE %s ORDER BY id LIMIT $%d OFFSET $%d",
-			productColumns, cond, len(pageArgs)-1, len(pageArgs)), pageArgs...)
+		return err
+	}
+	if !have {
+		counted = make(chan error, 1)
+		go func() { counted <- count() }()
+	}
+	var version int64
+	pageArgs := append(slices.Clip(args), q.PageSize, offset)
+	err = readOnly(ctx, s.pool, stmt{sql: "SELECT " + versionSQL, args: []any{tenantID}, read: func(br pgx.BatchResults) error {
+		return br.QueryRow().Scan(&version)
+	}}, stmt{sql: fmt.Sprintf("SELECT %s FROM products WHERE %s ORDER BY id LIMIT $%d OFFSET $%d",
+		productColumns, cond, len(pageArgs)-1, len(pageArgs)), args: pageArgs, read: func(br pgx.BatchResults) error {
+		rows, err := br.Query()
 		if err != nil {
-			return fmt.Errorf("list products: %w", err)
+			return err
 		}
+		defer rows.Close()
 		for rows.Next() {
 			p, err := scanProduct(rows)
 			if err != nil {
-				rows.Close()
-				return fmt.Errorf("list products: %w", err)
+				return err
 			}
 			out.Results = append(out.Results, p)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("list products: %w", err)
-		}
-		// A page that is not full (and not past the end) is the last one: the total is known
-		// without counting.
-		if n := len(out.Results); n > 0 && n < q.PageSize {
-			out.Total = offset + int64(n)
-			return nil
-		}
-		if err := tx.QueryRow(ctx, "SELECT count(*) FROM products WHERE "+cond, args...).Scan(&out.Total); err != nil {
-			return fmt.Errorf("count products: %w", err)
-		}
-		return nil
-	})
+		return rows.Err()
+	}})
+	var cerr error
+	if counted != nil {
+		cerr = <-counted
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list products: %w", err)
+	}
+	n := len(out.Results)
+	switch {
+	case n > 0 && n < q.PageSize:
+		// A page that is not full (and not past the end) is the last one: the total is exact in
+		// the page's own snapshot.
+		out.Total = offset + int64(n)
+	case have && cached.version == version:
+		out.Total = cached.total
+	default:
+		if have {
+			// Written since it was counted: count again.
+			cerr = count()
+		}
+		if cerr != nil {
+			return nil, fmt.Errorf("count products: %w", cerr)
+		}
+		out.Total = fresh.total
 	}
 	out.TotalPages = (out.Total + int64(q.PageSize) - 1) / int64(q.PageSize)
 	return out, nil
+}
+
+// stmt is one statement of a read and the reading of its results.
+type stmt struct {
+	sql  string
+	args []any
+	read func(pgx.BatchResults) error
+}
+
+// readOnly runs a catalogue read in a single round trip: BEGIN, the planner setting, the
+// statements (one snapshot for all: repeatable read) and COMMIT are sent together.
+func readOnly(ctx context.Context, pool *pgxpool.Pool, stmts ...stmt) error {
+	var b pgx.Batch
+	b.Queue("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+	// Product pages are random reads on SSDs: with the default cost the planner reads every name
+	// match from the heap instead of intersecting the name and data indexes first.
+	b.Queue("SET LOCAL random_page_cost = 1.1")
+	// Planned for the values at hand: a generic plan of a prepared page query cannot tell a rare
+	// name from a common one, and once chosen it sorted every match of "linen" for 50 of them.
+	b.Queue("SET LOCAL plan_cache_mode = force_custom_plan")
+	for _, st := range stmts {
+		b.Queue(st.sql, st.args...)
+	}
+	b.Queue("COMMIT")
+	br := pool.SendBatch(ctx, &b)
+	err := func() error {
+		for range 3 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		for _, st := range stmts {
+			if err := st.read(br); err != nil {
+				return err
+			}
+		}
+		_, err := br.Exec()
+		return err
+	}()
+	// Closing reads what is left; a connection left inside a transaction is not reused by the pool.
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // filterValue is the containment value of a query-string filter on fd: typed, so price=10

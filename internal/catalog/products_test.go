@@ -574,3 +574,69 @@ func TestNonASCIICaseFoldingOnCCollation(t *testing.T) {
 		}
 	}
 }
+
+// TestListCountsFollowWrites: list totals are cached per condition and catalogue version; every
+// kind of write through the service (from this process or another one) moves the version, so a
+// total is never stale, while a write that bypasses the service is not seen until the next one.
+func TestListCountsFollowWrites(t *testing.T) {
+	f := newFixture(t)
+	tn, other := f.tenant("counts"), f.tenant("other")
+	f.putSchema(tn, fld("color", "string"), fld("tags", "array"))
+	f.putSchema(other, fld("color", "string"))
+	var products []string
+	for i := range 120 {
+		products = append(products, fmt.Sprintf(`{"sku":"C-%03d","name":"Linen shirt %d","color":"red"}`, i, i))
+	}
+	f.bulk(tn, products...)
+	replica := catalog.NewService(f.db.Pool, f.clock.Now) // another API process: its own cache
+	q := catalog.ListQuery{Q: "linen", Filters: map[string]string{"color": "red"}, PageSize: 50}
+	total := func(svc *catalog.Service, want int64, what string) {
+		t.Helper()
+		for _, page := range []int{1, 2} { // full pages: the total is the count
+			q := q
+			q.Page = page
+			p, err := svc.List(f.ctx, tn, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Total != want || p.TotalPages != (want+49)/50 {
+				t.Fatalf("%s: page %d total %d pages %d, want %d", what, page, p.Total, p.TotalPages, want)
+			}
+		}
+	}
+	total(f.svc, 120, "after bulk")
+	total(replica, 120, "replica after bulk")
+
+	// A write that bypasses the service does not move the version: the cached count stands
+	// (this is what shows the count is cached), until the service writes again.
+	f.exec(`INSERT INTO products (tenant_id, sku, name, sku_key, name_key, data) VALUES ($1, 'RAW', 'linen raw', 'raw', 'linen raw', '{"color":"red"}')`, tn)
+	total(f.svc, 120, "after a write behind the service's back")
+
+	p := f.create(tn, "C-NEW", "Linen dress", `{"color":"red"}`)
+	total(f.svc, 122, "after create (and the raw row)")
+	total(replica, 122, "replica after create")
+
+	if _, err := f.svc.Update(f.ctx, tn, p.ID, catalog.ProductPatch{Data: json.RawMessage(`{"color":"blue"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	total(f.svc, 121, "after update out of the filter")
+	total(replica, 121, "replica after update")
+
+	if err := f.svc.Delete(f.ctx, tn, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.Delete(f.ctx, tn, p.ID); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	f.bulk(tn, `{"sku":"C-000","name":"cotton shirt","color":"red"}`, `{"sku":"B-1","name":"linen 1","color":"red"}`, `{"sku":"B-2","name":"linen 2","color":"red"}`)
+	total(f.svc, 122, "after bulk: one out of q, two new")
+	total(replica, 122, "replica after bulk")
+
+	// Another tenant's writes and lists neither see nor change this tenant's totals.
+	f.create(other, "C-000", "Linen shirt", `{"color":"red"}`)
+	op, err := f.svc.List(f.ctx, other, q)
+	if err != nil || op.Total != 1 || len(op.Results) != 1 {
+		t.Fatalf("other tenant: %+v %v", op, err)
+	}
+	total(f.svc, 122, "after the other tenant's write")
+}

@@ -43,9 +43,10 @@ var BuiltIn = []string{"sku", "name"}
 
 // Service owns the catalogue of every tenant.
 type Service struct {
-	pool  *pgxpool.Pool
-	now   func() time.Time
-	kicks embeddingKicks // see SetEmbeddingScheduler
+	pool   *pgxpool.Pool
+	now    func() time.Time
+	kicks  embeddingKicks // see SetEmbeddingScheduler
+	counts countCache     // product list counts, see List
 }
 
 // NewService builds the service.
@@ -156,7 +157,7 @@ func (s *Service) PutSchema(ctx context.Context, tenantID int64, in Schema) (*Sc
 		return nil, err
 	}
 	var requeued int64
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, tenantID, func(tx pgx.Tx) error {
 		// One writer of a tenant's schema at a time; product writes read it under the same lock.
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", schemaLockKey(tenantID)); err != nil {
 			return fmt.Errorf("lock product schema: %w", err)

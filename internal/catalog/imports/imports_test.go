@@ -599,3 +599,35 @@ func (r *repeater) Read(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// TestLargeImportAnalyses: an import that writes 10,000 products or more refreshes the planner's
+// statistics of the products table (autovacuum may be late or off); a small one leaves it alone.
+func TestLargeImportAnalyses(t *testing.T) {
+	f := newFixture(t)
+	analysed := func() bool {
+		t.Helper()
+		var at *time.Time
+		if err := f.db.Pool.QueryRow(f.ctx, `SELECT last_analyze FROM pg_stat_user_tables WHERE relname = 'products'`).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at != nil
+	}
+	small := testenv.Tenant(t, f.db, "small-import")
+	f.run(t, small, f.confirmSuggested(t, small, f.upload(t, small, "shopify_products.csv", testdata(t, "shopify_products.csv"))))
+	if analysed() {
+		t.Fatal("a 15-product import analysed the products table")
+	}
+	var csv bytes.Buffer
+	csv.WriteString("sku,name,price\n")
+	for i := range 10_000 {
+		fmt.Fprintf(&csv, "SKU-%05d,Product %d,%d.50\n", i, i, i%90+10)
+	}
+	large := testenv.Tenant(t, f.db, "large-import")
+	job := f.run(t, large, f.confirmSuggested(t, large, f.upload(t, large, "large.csv", csv.Bytes())))
+	if job.Status != imports.StatusDone || job.Created != 10_000 {
+		t.Fatalf("large import: status %s, created %d", job.Status, job.Created)
+	}
+	if !analysed() {
+		t.Fatal("a 10,000-product import did not analyse the products table")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"regexp"
 	"slices"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cohort-dev/cohort/internal/blob"
 	"github.com/cohort-dev/cohort/internal/catalog"
@@ -93,8 +95,26 @@ func (s *Service) Run(ctx context.Context, tenantID, jobID int64, progress func(
 			progress(Progress{ProcessedRows: st.job.ProcessedRows, TotalRows: st.job.TotalRows})
 		}
 		if c.eof {
+			analyzeAfter(ctx, s.pool, st.job)
 			return nil
 		}
+	}
+}
+
+// analyzeThreshold is the products an import writes before it refreshes the planner's
+// statistics of the products table itself.
+const analyzeThreshold = 10_000
+
+// analyzeAfter refreshes the statistics after a large import, as autovacuum would within a minute
+// or so where it runs: until then list filters are planned from what the table held before the
+// import (task bench:catalog: list p50 22-30 ms right after a 100k load, 17-19 ms once analysed,
+// with no count cached). Best effort: the import is done either way.
+func analyzeAfter(ctx context.Context, pool *pgxpool.Pool, job *Job) {
+	if job.Created+job.Updated < analyzeThreshold {
+		return
+	}
+	if _, err := pool.Exec(ctx, "ANALYZE products"); err != nil {
+		slog.WarnContext(ctx, "analyze products after import", "job_id", job.JobID, "error", err)
 	}
 }
 
