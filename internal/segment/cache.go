@@ -68,6 +68,16 @@ func (c *MembershipCache) Lookup(ctx context.Context, tenantID int64, userID str
 		gen = te.gen
 	}
 	c.mu.RUnlock()
+	// The first entry of a tenant is kept under the tenant's version read before its membership,
+	// so the notification of that version (which may arrive after the read) does not drop it; any
+	// later version does. Without a version (no row yet, or the read failed) it is kept under -1
+	// until the next poll or notification.
+	version := int64(-1)
+	if te == nil && live {
+		if err := c.pool.QueryRow(ctx, `SELECT version FROM segment_cache_versions WHERE tenant_id = $1`, tenantID).Scan(&version); err != nil {
+			version = -1
+		}
+	}
 	ids, err := c.svc.Membership(ctx, tenantID, userID)
 	if err != nil || !live {
 		return ids, false, err
@@ -79,11 +89,9 @@ func (c *MembershipCache) Lookup(ctx context.Context, tenantID int64, userID str
 	case !c.live:
 	case te == nil && c.gen == gen:
 		// Only when nothing was reset while we read the database (a listener reconnecting, say,
-		// which may have missed this tenant's notification). The tenant's version is learnt by
-		// the next poll; until then entries are kept under version -1, which any real version
-		// replaces.
+		// which may have missed this tenant's notification).
 		c.gen++
-		c.tenants[tenantID] = &tenantEntries{version: -1, gen: c.gen, users: map[string][]int64{userID: ids}}
+		c.tenants[tenantID] = &tenantEntries{version: version, gen: c.gen, users: map[string][]int64{userID: ids}}
 	case te != nil && te.gen == gen:
 		// Only when no invalidation happened while we read the database.
 		if len(te.users) >= c.maxPerTenant {
