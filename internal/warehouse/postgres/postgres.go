@@ -60,37 +60,30 @@ func (w *Writer) Write(ctx context.Context, events []warehouse.Event) (int, erro
 // must be rolled back and the batch written again with InsertNew. Use it in the transaction that
 // also stores whatever the events produce.
 func CopyNew(ctx context.Context, tx pgx.Tx, events []warehouse.Event) ([]warehouse.Event, error) {
-	events = Distinct(events)
-	if len(events) == 0 {
-		return nil, nil
-	}
-	rows := sortedByID(events)
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{"warehouse", "events"},
+	return copyNew(ctx, tx, events, "events", "copy events",
 		[]string{"tenant_id", "event_id", "user_id", "event_type", "occurred_at", "received_at", "payload"},
-		pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
-			e := rows[i]
-			return []any{e.TenantID, e.EventID, e.UserID, e.EventType, e.OccurredAt, e.ReceivedAt, []byte(e.Payload)}, nil
-		}))
-	if err != nil {
-		return nil, fmt.Errorf("copy events: %w", err)
-	}
-	return events, nil
+		func(e *warehouse.Event) []any {
+			return []any{e.TenantID, e.EventID, e.UserID, e.EventType, e.OccurredAt, e.ReceivedAt, []byte(e.Payload)}
+		})
 }
 
 // CopyNewIDs is CopyNew for the ledger warehouse.event_ids (the fast path of Dedupe).
 func CopyNewIDs(ctx context.Context, tx pgx.Tx, events []warehouse.Event) ([]warehouse.Event, error) {
+	return copyNew(ctx, tx, events, "event_ids", "record event ids", []string{"tenant_id", "event_id", "received_at"},
+		func(e *warehouse.Event) []any { return []any{e.TenantID, e.EventID, e.ReceivedAt} })
+}
+
+// copyNew copies the distinct events into warehouse.<table>, in key order, as columns.
+func copyNew(ctx context.Context, tx pgx.Tx, events []warehouse.Event, table, what string, columns []string, row func(*warehouse.Event) []any) ([]warehouse.Event, error) {
 	events = Distinct(events)
 	if len(events) == 0 {
 		return nil, nil
 	}
 	rows := sortedByID(events)
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{"warehouse", "event_ids"}, []string{"tenant_id", "event_id", "received_at"},
-		pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
-			e := rows[i]
-			return []any{e.TenantID, e.EventID, e.ReceivedAt}, nil
-		}))
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"warehouse", table}, columns,
+		pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) { return row(rows[i]), nil }))
 	if err != nil {
-		return nil, fmt.Errorf("record event ids: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return events, nil
 }
