@@ -107,8 +107,8 @@ const analyzeThreshold = 10_000
 
 // analyzeAfter refreshes the statistics after a large import, as autovacuum would within a minute
 // or so where it runs: until then list filters are planned from what the table held before the
-// import (task bench:catalog: list p50 22-30 ms right after a 100k load, 17-19 ms once analysed,
-// with no count cached). Best effort: the import is done either way.
+// import (task bench:catalog, no count cached: list p50 22-30 ms right after a 100k load, 13-19 ms
+// once analysed). Best effort: the import is done either way.
 func analyzeAfter(ctx context.Context, pool *pgxpool.Pool, job *Job) {
 	if job.Created+job.Updated < analyzeThreshold {
 		return

@@ -223,9 +223,8 @@ func keep(rows pgx.Rows, events []warehouse.Event) ([]warehouse.Event, error) {
 	out := make([]warehouse.Event, 0, len(fresh))
 	for _, e := range events {
 		k := key{e.TenantID, e.EventID}
-		if fresh[k] {
+		if fresh[k] { // events are distinct (Distinct ran before the insert)
 			out = append(out, e)
-			delete(fresh, k) // a duplicate inside the batch is stored once
 		}
 	}
 	return out, nil
