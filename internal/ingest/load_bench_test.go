@@ -56,13 +56,7 @@ func BenchmarkLoad(b *testing.B) {
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, 8)
 		for m := 0; m < perIter/perMessage; m++ {
-			events := make([]warehouse.Event, perMessage)
-			for i := range events {
-				n := it*perIter + m*perMessage + i
-				events[i] = warehouse.Event{TenantID: 1, EventID: strconv.Itoa(n), UserID: "user-" + strconv.Itoa(n%users),
-					EventType: []string{"page_viewed", "order_completed", "add_to_cart"}[n%3], OccurredAt: now.Add(-time.Duration(n%1000) * time.Minute),
-					ReceivedAt: now, Payload: []byte(`{"amount":42.5,"currency":"EUR","sku":"SKU-123"}`)}
-			}
+			events := benchEvents(it*perIter+m*perMessage, perMessage, users, now)
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
@@ -119,6 +113,74 @@ func BenchmarkLoad(b *testing.B) {
 	// backends: what the machine's cores are spent on, less noisy than wall time on a shared box.
 	// (WAL writing by the walwriter and checkpoints are not included; commit flushes are.)
 	b.ReportMetric(float64(goCPU.Microseconds())/float64(perIter*b.N), "go-cpu-µs/event")
+	b.ReportMetric(float64(pgCPU.Microseconds())/float64(perIter*b.N), "pg-cpu-µs/event")
+}
+
+// benchEvents returns the benchmark's events number from to from+n-1: one tenant, users users, three
+// event types, one numeric payload property.
+func benchEvents(from, n, users int, now time.Time) []warehouse.Event {
+	events := make([]warehouse.Event, n)
+	for i := range events {
+		k := from + i
+		events[i] = warehouse.Event{TenantID: 1, EventID: strconv.Itoa(k), UserID: "user-" + strconv.Itoa(k%users),
+			EventType: []string{"page_viewed", "order_completed", "add_to_cart"}[k%3], OccurredAt: now.Add(-time.Duration(k%1000) * time.Minute),
+			ReceivedAt: now, Payload: []byte(`{"amount":42.5,"currency":"EUR","sku":"SKU-123"}`)}
+	}
+	return events
+}
+
+// BenchmarkLoadCeiling is BenchmarkLoad's baseline on the same machine and Postgres: the same
+// events written with the loader's COPY into warehouse.events, in batches of the loader's default
+// size by as many writers as it has flushers, one transaction per batch, and nothing else (no
+// Pub/Sub, no decoding, no deduplication retries, no profiles or rollups). No loader that stores
+// every event in the embedded warehouse can go faster on this machine.
+func BenchmarkLoadCeiling(b *testing.B) {
+	const batch, writers = 5000, 2
+	perIter := envInt(b, "COHORT_BENCH_EVENTS", 200_000)
+	users := envInt(b, "COHORT_BENCH_USERS", max(perIter/10, 1))
+	perIter -= perIter % batch
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testenv.Database(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	var loaded, pgCPU time.Duration
+	for it := 0; it < b.N; it++ {
+		b.StopTimer()
+		now := time.Now().UTC()
+		batches := make(chan []warehouse.Event, perIter/batch)
+		for m := 0; m < perIter/batch; m++ {
+			batches <- benchEvents(it*perIter+m*batch, batch, users, now)
+		}
+		close(batches)
+		b.StartTimer()
+		cpu0 := sampleCPU(ctx, b, pool)
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range writers {
+			wg.Go(func() {
+				for events := range batches {
+					err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+						_, err := whpg.CopyNew(ctx, tx, events)
+						return err
+					})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		loaded += time.Since(start)
+		b.StopTimer()
+		cpu1 := sampleCPU(ctx, b, pool)
+		for pid, t := range cpu1.pg {
+			pgCPU += t - cpu0.pg[pid]
+		}
+	}
+	b.ReportMetric(float64(perIter*b.N)/loaded.Seconds(), "events/s")
 	b.ReportMetric(float64(pgCPU.Microseconds())/float64(perIter*b.N), "pg-cpu-µs/event")
 }
 
