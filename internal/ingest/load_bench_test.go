@@ -34,15 +34,8 @@ import (
 // 5 GB) and spends much of the process's CPU scanning its backlog on every delivery.
 func BenchmarkLoad(b *testing.B) {
 	const perMessage = 500
-	perIter := envInt(b, "COHORT_BENCH_EVENTS", 200_000)
-	users := envInt(b, "COHORT_BENCH_USERS", max(perIter/10, 1))
-	perIter -= perIter % perMessage
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testenv.Database(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
+	perIter, users, pool := loadSetup(b, perMessage)
 	tbus := startTestBus(b, "bench", "events", "loader", 0)
 	bs, pub := tbus.bus, tbus.pub
 	logger := slog.New(slog.DiscardHandler)
@@ -116,6 +109,20 @@ func BenchmarkLoad(b *testing.B) {
 	b.ReportMetric(float64(pgCPU.Microseconds())/float64(perIter*b.N), "pg-cpu-µs/event")
 }
 
+// loadSetup reads the load benchmarks' sizes (events per iteration, a multiple of unit, and users)
+// and opens a pool on a new database, closed when the benchmark ends.
+func loadSetup(b *testing.B, unit int) (perIter, users int, pool *pgxpool.Pool) {
+	perIter = envInt(b, "COHORT_BENCH_EVENTS", 200_000)
+	users = envInt(b, "COHORT_BENCH_USERS", max(perIter/10, 1))
+	perIter -= perIter % unit
+	pool, err := pgxpool.New(context.Background(), testenv.Database(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return perIter, users, pool
+}
+
 // benchEvents returns the benchmark's events number from to from+n-1: one tenant, users users, three
 // event types, one numeric payload property.
 func benchEvents(from, n, users int, now time.Time) []warehouse.Event {
@@ -136,15 +143,8 @@ func benchEvents(from, n, users int, now time.Time) []warehouse.Event {
 // every event in the embedded warehouse can go faster on this machine.
 func BenchmarkLoadCeiling(b *testing.B) {
 	const batch, writers = 5000, 2
-	perIter := envInt(b, "COHORT_BENCH_EVENTS", 200_000)
-	users := envInt(b, "COHORT_BENCH_USERS", max(perIter/10, 1))
-	perIter -= perIter % batch
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testenv.Database(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
+	perIter, users, pool := loadSetup(b, batch)
 	var loaded, pgCPU time.Duration
 	for it := 0; it < b.N; it++ {
 		b.StopTimer()
