@@ -67,10 +67,11 @@ func (c *countCache) put(key string, v cachedCount) {
 	if c.entries == nil {
 		c.entries = map[string]cachedCount{}
 	}
-	if old, ok := c.entries[key]; ok && old.version > v.version {
+	old, ok := c.entries[key]
+	if ok && old.version > v.version {
 		return // a concurrent list counted at a newer version
 	}
-	if _, ok := c.entries[key]; !ok && len(c.entries) >= maxCachedCounts {
+	if !ok && len(c.entries) >= maxCachedCounts {
 		// Full: drop an arbitrary eighth (map order is random), so the cost stays amortised.
 		n := maxCachedCounts / 8
 		for k := range c.entries {

@@ -179,6 +179,13 @@ func BenchmarkLoadCeiling(b *testing.B) {
 		for pid, t := range cpu1.pg {
 			pgCPU += t - cpu0.pg[pid]
 		}
+		var stored int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM warehouse.events`).Scan(&stored); err != nil {
+			b.Fatal(err)
+		}
+		if want := (it + 1) * perIter; stored != want {
+			b.Fatalf("stored %d events, want %d", stored, want)
+		}
 	}
 	b.ReportMetric(float64(perIter*b.N)/loaded.Seconds(), "events/s")
 	b.ReportMetric(float64(pgCPU.Microseconds())/float64(perIter*b.N), "pg-cpu-µs/event")

@@ -5,6 +5,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -133,13 +134,7 @@ func sortedByID(events []warehouse.Event) []*warehouse.Event {
 		rows[i] = &events[i]
 	}
 	slices.SortFunc(rows, func(a, b *warehouse.Event) int {
-		if a.TenantID != b.TenantID {
-			if a.TenantID < b.TenantID {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.EventID, b.EventID)
+		return cmp.Or(cmp.Compare(a.TenantID, b.TenantID), strings.Compare(a.EventID, b.EventID))
 	})
 	return rows
 }
