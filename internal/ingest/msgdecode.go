@@ -9,8 +9,9 @@ import (
 )
 
 // decodeMessage decodes a bus message exactly as json.Unmarshal does. PubSubPublisher writes
-// messages with json.Marshal, so a fast path reads that layout (keys in struct order, no
-// whitespace) without reflection; anything else it leaves to encoding/json.
+// messages in json.Marshal's layout (encodeMessage), so a fast path reads that layout (keys in
+// struct order, no whitespace outside payloads) without reflection; anything else it leaves to
+// encoding/json.
 func decodeMessage(data []byte, msg *Message) error {
 	if decodeMessageFast(data, msg) {
 		return nil

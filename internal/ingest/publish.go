@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -54,7 +53,7 @@ func NewPubSubPublisher(client *pubsub.Client, topic string, check func(context.
 
 // Publish encodes the events as one message and waits for the server's ack.
 func (p *PubSubPublisher) Publish(ctx context.Context, tenantID int64, events []warehouse.Event) error {
-	data, err := json.Marshal(Message{V: MessageVersion, TenantID: tenantID, Events: events})
+	data, err := encodeMessage(tenantID, events)
 	if err != nil {
 		return fmt.Errorf("encode message: %w", err)
 	}
