@@ -71,36 +71,73 @@ type batchBody struct {
 // TrackBatch accepts up to MaxBatchEvents events; invalid ones are skipped and reported, the rest
 // are published as one message.
 func (s *Service) TrackBatch(ctx context.Context, c Caller, body []byte) (BatchResult, error) {
-	var b batchBody
-	if err := json.Unmarshal(body, &b); err != nil {
+	received := s.now()
+	// The fast path splits the body into its events in place and decodes each; it stands only if
+	// the body is then known to be what json.Unmarshal would read the same way (see splitBatch).
+	// Anything else (bad JSON, an odd layout, too many events) takes encoding/json's path, which
+	// decides the answer.
+	if raws, ok := splitBatch(body); ok {
+		if b, ok := s.decodeBatch(c, raws, received, true); ok {
+			return s.publishBatch(ctx, c, b)
+		}
+	}
+	var in batchBody
+	if err := json.Unmarshal(body, &in); err != nil {
 		return BatchResult{}, &errs.ValidationError{Code: "invalid_json", Msg: "body must be {\"events\": [...]}: " + err.Error()}
 	}
-	if b.Events == nil {
+	if in.Events == nil {
 		return BatchResult{}, &errs.ValidationError{Code: "validation_failed", Msg: "events is required", Fields: map[string]string{"events": "required: an array of events"}}
 	}
-	if len(b.Events) > MaxBatchEvents {
+	if len(in.Events) > MaxBatchEvents {
 		return BatchResult{}, &errs.ValidationError{Code: "batch_too_large",
-			Msg: fmt.Sprintf("a batch holds at most %d events; got %d", MaxBatchEvents, len(b.Events)), Fields: map[string]string{"events": fmt.Sprintf("at most %d events", MaxBatchEvents)}}
+			Msg: fmt.Sprintf("a batch holds at most %d events; got %d", MaxBatchEvents, len(in.Events)), Fields: map[string]string{"events": fmt.Sprintf("at most %d events", MaxBatchEvents)}}
 	}
-	received := s.now()
-	res := BatchResult{Errors: []BatchError{}}
-	events := make([]warehouse.Event, 0, len(b.Events))
-	for i, raw := range b.Events {
+	b, _ := s.decodeBatch(c, in.Events, received, false)
+	return s.publishBatch(ctx, c, b)
+}
+
+// decodedBatch is a batch's events, decoded: the accepted ones and the rejections by index.
+type decodedBatch struct {
+	events   []warehouse.Event
+	rejected []int
+	why      []*Rejection
+}
+
+// decodeBatch decodes and validates the events of a batch. With strict (the fast path), it gives
+// up (false) at the first event that is not valid JSON or was not parsed at all (too large): only
+// encoding/json can then tell whether the body itself is valid JSON.
+func (s *Service) decodeBatch(c Caller, raws []json.RawMessage, received time.Time, strict bool) (decodedBatch, bool) {
+	b := decodedBatch{events: make([]warehouse.Event, 0, len(raws))}
+	for i, raw := range raws {
 		ev, r := s.decodeFor(c, raw, received)
 		if r != nil {
-			res.Errors = append(res.Errors, BatchError{Index: i, Code: r.Code, Message: r.Error()})
-			s.errlog.Record(c.TenantID, r.errorType(), "events["+strconv.Itoa(i)+"] "+r.Code+": "+r.Error())
+			if strict && (r.Code == "invalid_json" || r.Code == "event_too_large") {
+				return decodedBatch{}, false
+			}
+			b.rejected = append(b.rejected, i)
+			b.why = append(b.why, r)
 			continue
 		}
-		events = append(events, ev)
+		b.events = append(b.events, ev)
+	}
+	return b, true
+}
+
+// publishBatch records a decoded batch's rejections and publishes its events as one message.
+func (s *Service) publishBatch(ctx context.Context, c Caller, b decodedBatch) (BatchResult, error) {
+	res := BatchResult{Errors: make([]BatchError, 0, len(b.rejected))}
+	for k, i := range b.rejected {
+		r := b.why[k]
+		res.Errors = append(res.Errors, BatchError{Index: i, Code: r.Code, Message: r.Error()})
+		s.errlog.Record(c.TenantID, r.errorType(), "events["+strconv.Itoa(i)+"] "+r.Code+": "+r.Error())
 	}
 	res.Skipped = len(res.Errors)
-	if len(events) > 0 {
-		if err := s.pub.Publish(ctx, c.TenantID, events); err != nil {
+	if len(b.events) > 0 {
+		if err := s.pub.Publish(ctx, c.TenantID, b.events); err != nil {
 			return BatchResult{}, err
 		}
 	}
-	res.Queued = len(events)
+	res.Queued = len(b.events)
 	return res, nil
 }
 
