@@ -70,12 +70,15 @@ func Decode(raw []byte, tenantID int64, receivedAt time.Time) (warehouse.Event, 
 		return warehouse.Event{}, reject("invalid_json", "event", "an event must be a JSON object")
 	}
 	var in Input
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	if err := dec.Decode(&in); err != nil {
-		return warehouse.Event{}, decodeRejection(err)
-	}
-	if len(bytes.TrimSpace(trimmed[dec.InputOffset():])) > 0 {
-		return warehouse.Event{}, reject("invalid_json", "event", "trailing data after the event object")
+	if !decodeInputFast(trimmed, &in) {
+		in = Input{}
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		if err := dec.Decode(&in); err != nil {
+			return warehouse.Event{}, decodeRejection(err)
+		}
+		if len(bytes.TrimSpace(trimmed[dec.InputOffset():])) > 0 {
+			return warehouse.Event{}, reject("invalid_json", "event", "trailing data after the event object")
+		}
 	}
 	// encoding/json silently turns invalid UTF-8 into U+FFFD; refuse it instead, naming the field.
 	if !utf8.Valid(trimmed) {
