@@ -32,7 +32,8 @@ func NewService(pub Publisher, errlog *ErrorLog, now func() time.Time) *Service 
 // ErrorLog exposes the error log for the errors endpoint.
 func (s *Service) ErrorLog() *ErrorLog { return s.errlog }
 
-func (s *Service) decodeFor(c Caller, raw []byte, received time.Time) (warehouse.Event, *Rejection) {
+// decodeFor decodes one event for the caller: a session bound to a user sends only its events.
+func decodeFor(c Caller, raw []byte, received time.Time) (warehouse.Event, *Rejection) {
 	ev, r := Decode(raw, c.TenantID, received)
 	if r == nil && c.BoundUser != "" && ev.UserID != c.BoundUser {
 		r = reject("user_mismatch", "user_id", "this session is bound to another user")
@@ -42,7 +43,7 @@ func (s *Service) decodeFor(c Caller, raw []byte, received time.Time) (warehouse
 
 // Track accepts one event: a rejection is a 400 naming the field, and is recorded in the error log.
 func (s *Service) Track(ctx context.Context, c Caller, raw []byte) error {
-	ev, r := s.decodeFor(c, raw, s.now())
+	ev, r := decodeFor(c, raw, s.now())
 	if r != nil {
 		s.errlog.Record(c.TenantID, r.errorType(), r.Code+": "+r.Error())
 		return &errs.ValidationError{Code: r.Code, Msg: "event rejected", Fields: map[string]string{r.Field: r.Message}}
@@ -71,74 +72,67 @@ type batchBody struct {
 // TrackBatch accepts up to MaxBatchEvents events; invalid ones are skipped and reported, the rest
 // are published as one message.
 func (s *Service) TrackBatch(ctx context.Context, c Caller, body []byte) (BatchResult, error) {
-	received := s.now()
+	events, rejected, err := DecodeBatch(body, c, s.now())
+	if err != nil {
+		return BatchResult{}, err
+	}
+	for _, e := range rejected {
+		s.errlog.Record(c.TenantID, errorTypeOf(e.Code), "events["+strconv.Itoa(e.Index)+"] "+e.Code+": "+e.Message)
+	}
+	if len(events) > 0 {
+		if err := s.pub.Publish(ctx, c.TenantID, events); err != nil {
+			return BatchResult{}, err
+		}
+	}
+	return BatchResult{Queued: len(events), Skipped: len(rejected), Errors: rejected}, nil
+}
+
+// DecodeBatch decodes and validates the body of a batch for the caller, received at received:
+// the accepted events, and the rejected ones by index. An error is about the body as a whole (a
+// ValidationError: not JSON, no events array, too many events).
+func DecodeBatch(body []byte, c Caller, received time.Time) ([]warehouse.Event, []BatchError, error) {
 	// The fast path splits the body into its events in place and decodes each; it stands only if
 	// the body is then known to be what json.Unmarshal would read the same way (see splitBatch).
 	// Anything else (bad JSON, an odd layout, too many events) takes encoding/json's path, which
 	// decides the answer.
 	if raws, ok := splitBatch(body); ok {
-		if b, ok := s.decodeBatch(c, raws, received, true); ok {
-			return s.publishBatch(ctx, c, b)
+		if events, rejected, ok := decodeBatch(c, raws, received, true); ok {
+			return events, rejected, nil
 		}
 	}
 	var in batchBody
 	if err := json.Unmarshal(body, &in); err != nil {
-		return BatchResult{}, &errs.ValidationError{Code: "invalid_json", Msg: "body must be {\"events\": [...]}: " + err.Error()}
+		return nil, nil, &errs.ValidationError{Code: "invalid_json", Msg: "body must be {\"events\": [...]}: " + err.Error()}
 	}
 	if in.Events == nil {
-		return BatchResult{}, &errs.ValidationError{Code: "validation_failed", Msg: "events is required", Fields: map[string]string{"events": "required: an array of events"}}
+		return nil, nil, &errs.ValidationError{Code: "validation_failed", Msg: "events is required", Fields: map[string]string{"events": "required: an array of events"}}
 	}
 	if len(in.Events) > MaxBatchEvents {
-		return BatchResult{}, &errs.ValidationError{Code: "batch_too_large",
+		return nil, nil, &errs.ValidationError{Code: "batch_too_large",
 			Msg: fmt.Sprintf("a batch holds at most %d events; got %d", MaxBatchEvents, len(in.Events)), Fields: map[string]string{"events": fmt.Sprintf("at most %d events", MaxBatchEvents)}}
 	}
-	b, _ := s.decodeBatch(c, in.Events, received, false)
-	return s.publishBatch(ctx, c, b)
-}
-
-// decodedBatch is a batch's events, decoded: the accepted ones and the rejections by index.
-type decodedBatch struct {
-	events   []warehouse.Event
-	rejected []int
-	why      []*Rejection
+	events, rejected, _ := decodeBatch(c, in.Events, received, false)
+	return events, rejected, nil
 }
 
 // decodeBatch decodes and validates the events of a batch. With strict (the fast path), it gives
 // up (false) at the first event that is not valid JSON or was not parsed at all (too large): only
 // encoding/json can then tell whether the body itself is valid JSON.
-func (s *Service) decodeBatch(c Caller, raws []json.RawMessage, received time.Time, strict bool) (decodedBatch, bool) {
-	b := decodedBatch{events: make([]warehouse.Event, 0, len(raws))}
+func decodeBatch(c Caller, raws []json.RawMessage, received time.Time, strict bool) ([]warehouse.Event, []BatchError, bool) {
+	events := make([]warehouse.Event, 0, len(raws))
+	rejected := []BatchError{}
 	for i, raw := range raws {
-		ev, r := s.decodeFor(c, raw, received)
+		ev, r := decodeFor(c, raw, received)
 		if r != nil {
 			if strict && (r.Code == "invalid_json" || r.Code == "event_too_large") {
-				return decodedBatch{}, false
+				return nil, nil, false
 			}
-			b.rejected = append(b.rejected, i)
-			b.why = append(b.why, r)
+			rejected = append(rejected, BatchError{Index: i, Code: r.Code, Message: r.Error()})
 			continue
 		}
-		b.events = append(b.events, ev)
+		events = append(events, ev)
 	}
-	return b, true
-}
-
-// publishBatch records a decoded batch's rejections and publishes its events as one message.
-func (s *Service) publishBatch(ctx context.Context, c Caller, b decodedBatch) (BatchResult, error) {
-	res := BatchResult{Errors: make([]BatchError, 0, len(b.rejected))}
-	for k, i := range b.rejected {
-		r := b.why[k]
-		res.Errors = append(res.Errors, BatchError{Index: i, Code: r.Code, Message: r.Error()})
-		s.errlog.Record(c.TenantID, r.errorType(), "events["+strconv.Itoa(i)+"] "+r.Code+": "+r.Error())
-	}
-	res.Skipped = len(res.Errors)
-	if len(b.events) > 0 {
-		if err := s.pub.Publish(ctx, c.TenantID, b.events); err != nil {
-			return BatchResult{}, err
-		}
-	}
-	res.Queued = len(b.events)
-	return res, nil
+	return events, rejected, true
 }
 
 // PublishEvents publishes already-built events (storefront webhooks).
