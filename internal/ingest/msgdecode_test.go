@@ -84,18 +84,48 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { decodeSame(t, data) })
 }
 
-// encodeMessage writes what json.Marshal writes for the messages the API publishes (compact
-// payloads), and what it writes for any other payload decodes to the same message.
+// sameMessage checks that data (from encodeMessage) decodes, on the loader's fast path, to what
+// json.Marshal's encoding of m decodes to.
+func sameMessage(t *testing.T, data []byte, m Message) {
+	t.Helper()
+	var got, want Message
+	if !decodeMessageFast(data, &got) {
+		t.Fatalf("the fast decoder refused %q", data)
+	}
+	enc, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(enc, &want); err != nil {
+		t.Fatal(err)
+	}
+	// Payloads are compared as values: json.Marshal compacts them and escapes <, > and &.
+	if len(got.Events) != len(want.Events) {
+		t.Fatalf("%d events, want %d", len(got.Events), len(want.Events))
+	}
+	for i := range got.Events {
+		var g, w any
+		if json.Unmarshal(got.Events[i].Payload, &g) != nil || json.Unmarshal(want.Events[i].Payload, &w) != nil || !reflect.DeepEqual(g, w) {
+			t.Fatalf("event %d payload %s, want %s", i, got.Events[i].Payload, want.Events[i].Payload)
+		}
+		got.Events[i].Payload, want.Events[i].Payload = nil, nil
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoded\n%#v\nwant\n%#v", got, want)
+	}
+}
+
+// encodeMessage writes json.Marshal's bytes for the usual messages (plain strings, compact
+// payloads), and messages that decode to the same for any others.
 func TestEncodeMessage(t *testing.T) {
 	at := time.Date(2024, 5, 1, 12, 0, 0, 123456789, time.UTC)
-	events := []warehouse.Event{
+	plain := []warehouse.Event{
 		{TenantID: 7, EventID: "e1", UserID: "u1", EventType: "order_completed", OccurredAt: at, ReceivedAt: at.Add(time.Second), Payload: json.RawMessage(`{"amount":12.5}`)},
-		{TenantID: 7, EventID: "é<\"\\>&", UserID: "u\u2028\u2029\b\f\n\r\t\x00\x1f\x7f", EventType: "page_view", OccurredAt: at.In(time.FixedZone("x", 3600)), ReceivedAt: at, Payload: json.RawMessage(`{}`)},
-		{TenantID: -1, EventID: "bad \xff utf-8 \xe2\x82", UserID: "日本語 😀", EventType: "", OccurredAt: time.Time{}, ReceivedAt: at.Truncate(time.Second), Payload: json.RawMessage(`{"a":[1,{"b":"}"}],"c":null}`)},
-		{TenantID: 1 << 62, EventID: "x", UserID: "y", EventType: "z", OccurredAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), ReceivedAt: at, Payload: nil},
+		{TenantID: 7, EventID: "0f3a", UserID: "日本語 😀 \"q\" \\", EventType: "page_view", OccurredAt: at.In(time.FixedZone("x", 3600)), ReceivedAt: at, Payload: json.RawMessage(`{}`)},
+		{TenantID: 1 << 62, EventID: "x", UserID: "y", EventType: "z", OccurredAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), ReceivedAt: time.Time{}, Payload: nil},
 	}
 	for _, m := range []Message{
-		{V: MessageVersion, TenantID: 7, Events: events},
+		{V: MessageVersion, TenantID: 7, Events: plain},
 		{V: MessageVersion, TenantID: 7, Events: []warehouse.Event{}},
 		{V: MessageVersion, TenantID: 0},
 	} {
@@ -107,36 +137,20 @@ func TestEncodeMessage(t *testing.T) {
 		if string(got) != string(want) {
 			t.Fatalf("encodeMessage =\n%s\njson.Marshal =\n%s", got, want)
 		}
-		var back Message
-		if !decodeMessageFast(got, &back) {
-			t.Fatalf("the fast decoder refused %s", got)
-		}
+		sameMessage(t, got, m)
 	}
 
-	// Payloads as clients send them: whitespace and HTML characters are kept as they came
-	// (json.Marshal would compact and escape them); the message decodes to the same events.
-	spaced := []warehouse.Event{{TenantID: 2, EventID: "a", UserID: "b", EventType: "c", OccurredAt: at, ReceivedAt: at,
-		Payload: json.RawMessage("{ \"html\": \"<b>&</b>\",\n\t\"n\": [ 1, 2 ] }")}}
-	got, err := encodeMessage(2, spaced)
+	// Strings json.Marshal escapes otherwise (HTML characters, \b, \f, invalid UTF-8) and
+	// payloads as clients send them (whitespace, HTML characters): the same message.
+	odd := []warehouse.Event{
+		{TenantID: 2, EventID: "é<\"\\>&", UserID: "u\u2028\u2029\b\f\n\r\t\x00\x1f\x7f", EventType: "bad \xff utf-8 \xe2\x82", OccurredAt: at, ReceivedAt: at,
+			Payload: json.RawMessage("{ \"html\": \"<b>&</b>\",\n\t\"n\": [ 1, 2 ] }")},
+	}
+	got, err := encodeMessage(2, odd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := json.Marshal(Message{V: MessageVersion, TenantID: 2, Events: spaced})
-	var g, w Message
-	if !decodeMessageFast(got, &g) {
-		t.Fatalf("the fast decoder refused %s", got)
-	}
-	if err := json.Unmarshal(want, &w); err != nil {
-		t.Fatal(err)
-	}
-	var gp, wp any
-	if json.Unmarshal(g.Events[0].Payload, &gp) != nil || json.Unmarshal(w.Events[0].Payload, &wp) != nil || !reflect.DeepEqual(gp, wp) {
-		t.Fatalf("payload %s, want %s", g.Events[0].Payload, w.Events[0].Payload)
-	}
-	g.Events[0].Payload, w.Events[0].Payload = nil, nil
-	if !reflect.DeepEqual(g, w) {
-		t.Fatalf("decoded %#v, want %#v", g, w)
-	}
+	sameMessage(t, got, Message{V: MessageVersion, TenantID: 2, Events: odd})
 
 	// What json.Marshal refuses is refused.
 	for name, e := range map[string]warehouse.Event{
@@ -153,20 +167,22 @@ func TestEncodeMessage(t *testing.T) {
 	}
 }
 
-// FuzzEncodeMessage: for any strings, encodeMessage writes json.Marshal's bytes.
+// FuzzEncodeMessage: for any strings and times, encodeMessage fails where json.Marshal fails,
+// and otherwise writes a message the loader decodes to the same events.
 func FuzzEncodeMessage(f *testing.F) {
 	f.Add("e1", "u1", "page_view", int64(1714557600123456789))
 	f.Add("<&>\u2028", "\xff\xfe", "\x00\x1f\"\\", int64(-62135596800000000))
 	f.Fuzz(func(t *testing.T, id, user, typ string, nanos int64) {
 		at := time.Unix(0, nanos).UTC()
-		events := []warehouse.Event{{TenantID: nanos, EventID: id, UserID: user, EventType: typ, OccurredAt: at, ReceivedAt: at, Payload: json.RawMessage(`{"x":1}`)}}
-		got, err := encodeMessage(nanos, events)
-		want, werr := json.Marshal(Message{V: MessageVersion, TenantID: nanos, Events: events})
+		m := Message{V: MessageVersion, TenantID: nanos, Events: []warehouse.Event{
+			{TenantID: nanos, EventID: id, UserID: user, EventType: typ, OccurredAt: at, ReceivedAt: at, Payload: json.RawMessage(`{"x":1}`)}}}
+		got, err := encodeMessage(m.TenantID, m.Events)
+		_, werr := json.Marshal(m)
 		if (err == nil) != (werr == nil) {
 			t.Fatalf("encodeMessage error %v, json.Marshal error %v", err, werr)
 		}
-		if err == nil && string(got) != string(want) {
-			t.Fatalf("encodeMessage =\n%q\njson.Marshal =\n%q", got, want)
+		if err == nil {
+			sameMessage(t, got, m)
 		}
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/cohort-dev/cohort/internal/jsonenc"
 )
 
 type jsonlWriter struct {
@@ -26,7 +28,7 @@ func newJSONLWriter(w io.Writer, o Options) *jsonlWriter {
 		enc:  newEncoder(),
 	}
 	for _, k := range o.TraitKeys {
-		j.keys = append(j.keys, append(appendJSONString(nil, k), ':'))
+		j.keys = append(j.keys, append(jsonenc.AppendString(nil, k), ':'))
 	}
 	return j
 }
@@ -36,7 +38,7 @@ func (j *jsonlWriter) Write(r Row) error {
 		return j.err
 	}
 	b := append(j.line[:0], `{"user_id":`...)
-	b = appendJSONString(b, r.UserID)
+	b = jsonenc.AppendString(b, r.UserID)
 	b = append(b, `,"computed_at":"`...)
 	b = utc(r.ComputedAt).AppendFormat(b, rfc3339Milli)
 	b = append(b, '"')
