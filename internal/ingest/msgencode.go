@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -12,10 +11,9 @@ import (
 
 // encodeMessage writes a Message in json.Marshal's layout (keys in struct order, no whitespace,
 // strings escaped as encoding/json escapes them but for its HTML escaping, times in RFC 3339
-// with nanoseconds), which decodeMessage's fast path reads. Payloads are copied as they are: the
-// API accepted them as valid JSON objects, and re-compacting them was a quarter of the batch
-// endpoint's CPU under encoding/json. A payload that is not valid JSON is refused, as
-// json.Marshal would refuse it.
+// with nanoseconds), which decodeMessage's fast path reads. Payloads are copied as they are:
+// they are valid JSON objects (see Publisher), and re-compacting them (json.Marshal) was a
+// quarter of the batch endpoint's CPU, checking them again another tenth.
 func encodeMessage(tenantID int64, events []warehouse.Event) ([]byte, error) {
 	size := 48
 	for i := range events {
@@ -55,12 +53,9 @@ func encodeMessage(tenantID int64, events []warehouse.Event) ([]byte, error) {
 			return nil, fmt.Errorf("event %d received_at: %w", i, err)
 		}
 		b = append(b, `,"payload":`...)
-		switch {
-		case e.Payload == nil:
+		if e.Payload == nil {
 			b = append(b, `null`...)
-		case !json.Valid(e.Payload):
-			return nil, fmt.Errorf("event %d payload is not valid JSON", i)
-		default:
+		} else {
 			b = append(b, e.Payload...)
 		}
 		b = append(b, '}')

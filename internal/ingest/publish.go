@@ -29,6 +29,8 @@ const MessageVersion = 1
 const PublishTimeout = 10 * time.Second
 
 // Publisher hands accepted events to the bus and returns once the bus has acknowledged them.
+// Every event's payload is a valid JSON object: Service sees to it (Decode checks what clients
+// send, PublishEvents what webhooks build), so a publisher need not check it again.
 type Publisher interface {
 	Publish(ctx context.Context, tenantID int64, events []warehouse.Event) error
 	Check(ctx context.Context) error

@@ -135,10 +135,17 @@ func decodeBatch(c Caller, raws []json.RawMessage, received time.Time, strict bo
 	return events, rejected, true
 }
 
-// PublishEvents publishes already-built events (storefront webhooks).
+// PublishEvents publishes already-built events (storefront webhooks). Their payloads must be
+// JSON objects, as Publisher requires: an event that breaks this is a programming error, refused
+// here rather than published in a message the loader could not read.
 func (s *Service) PublishEvents(ctx context.Context, tenantID int64, events []warehouse.Event) error {
 	if len(events) == 0 {
 		return nil
+	}
+	for i, e := range events {
+		if len(e.Payload) == 0 || e.Payload[0] != '{' || !json.Valid(e.Payload) {
+			return fmt.Errorf("event %d (%s): payload is not a JSON object", i, e.EventType)
+		}
 	}
 	return s.pub.Publish(ctx, tenantID, events)
 }

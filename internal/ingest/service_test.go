@@ -407,3 +407,25 @@ func TestPublishEvents(t *testing.T) {
 		t.Fatalf("calls = %+v", c)
 	}
 }
+
+// The publisher copies payloads into the message unchecked: PublishEvents refuses one that is
+// not a JSON object, and publishes none of the events.
+func TestPublishEventsRefusesInvalidPayloads(t *testing.T) {
+	pool := openPool(t)
+	for _, payload := range []string{`{"a":`, `[1]`, `"x"`, `{"a":1}}`} {
+		pub := &fakePublisher{}
+		svc := ingest.NewService(pub, newErrorLog(t, pool, time.Now), time.Now)
+		evs := []warehouse.Event{whEvent(4, "a", "u", "x", recv, recv, ""), whEvent(4, "b", "u", "x", recv, recv, payload)}
+		if err := svc.PublishEvents(context.Background(), 4, evs); err == nil {
+			t.Errorf("payload %s: published", payload)
+		}
+		if c := pub.Calls(); len(c) != 0 {
+			t.Errorf("payload %s: calls = %+v", payload, c)
+		}
+	}
+	nilPayload := whEvent(4, "c", "u", "x", recv, recv, "")
+	nilPayload.Payload = nil
+	if err := ingest.NewService(&fakePublisher{}, newErrorLog(t, pool, time.Now), time.Now).PublishEvents(context.Background(), 4, []warehouse.Event{nilPayload}); err == nil {
+		t.Errorf("nil payload: published")
+	}
+}
