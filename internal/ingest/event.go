@@ -48,9 +48,6 @@ type Rejection struct {
 
 func (r *Rejection) Error() string { return r.Field + ": " + r.Message }
 
-// errorType is the error log's type for the rejection.
-func (r *Rejection) errorType() string { return errorTypeOf(r.Code) }
-
 // errorTypeOf is the error log's type for a rejection code.
 func errorTypeOf(code string) string {
 	if code == "user_mismatch" {

@@ -14,11 +14,11 @@ const (
 
 // decodeInputFast decodes an event the way json.Unmarshal into Input does, for the layout SDKs
 // send: the known keys spelled exactly, each once; user_id, event_type, occurred_at, sent_at
-// and message_id as plain strings (printable ASCII without escapes); payload an object. It
-// returns false for anything else (other keys or spellings, nulls, escapes, non-ASCII in those
-// strings, invalid JSON, data after the object), which Decode leaves to encoding/json. When it
-// returns true, p is valid JSON and json.Unmarshal would have decoded the same Input: the
-// strings need no decoding, and the payload is checked whole with json.Valid.
+// and message_id as strings; payload an object. It returns false for anything else (other keys
+// or spellings, nulls, invalid JSON, data after the object), which Decode leaves to
+// encoding/json. When it returns true, p is valid JSON and json.Unmarshal would have decoded the
+// same Input: strings are decoded by decodeString (encoding/json's own decoding for any that
+// is not plain ASCII), and the payload is checked whole with json.Valid.
 //
 // It saves encoding/json's second scan of every event and its reflection, about half of the
 // batch endpoint's decoding. The payload keeps p's bytes: Validate copies it.
@@ -33,7 +33,7 @@ func decodeInputFast(p []byte, in *Input) bool {
 		return skipSpace(p, i+1) == len(p)
 	}
 	for {
-		key, end, ok := plainString(p, i)
+		key, end, ok := jsonString(p, i)
 		if !ok {
 			return false
 		}
@@ -74,7 +74,7 @@ func decodeInputFast(p []byte, in *Input) bool {
 			in.Payload = json.RawMessage(p[i:end:end])
 		} else {
 			var s string
-			if s, end, ok = plainString(p, i); !ok {
+			if s, end, ok = jsonString(p, i); !ok {
 				return false
 			}
 			switch bit {
@@ -104,19 +104,15 @@ func decodeInputFast(p []byte, in *Input) bool {
 	}
 }
 
-// plainString reads the JSON string at p[i] when it holds only printable ASCII without escapes,
-// and returns it and the index after it.
-func plainString(p []byte, i int) (string, int, bool) {
+// jsonString decodes the JSON string at p[i] and returns it and the index after it.
+func jsonString(p []byte, i int) (string, int, bool) {
 	if i >= len(p) || p[i] != '"' {
 		return "", 0, false
 	}
-	for j := i + 1; j < len(p); j++ {
-		switch c := p[j]; {
-		case c == '"':
-			return string(p[i+1 : j]), j + 1, true
-		case c < 0x20 || c > 0x7e || c == '\\':
-			return "", 0, false
-		}
+	end := skipString(p, i)
+	if end < 0 {
+		return "", 0, false
 	}
-	return "", 0, false
+	s, ok := decodeString(p[i:end])
+	return s, end, ok
 }

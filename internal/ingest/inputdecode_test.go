@@ -41,9 +41,12 @@ func TestDecodeInputFast(t *testing.T) {
 		{`{"user_id":null}`, false},
 		{`{"occurred_at":null}`, false},
 		{`{"user_id":1}`, false},
-		{`{"user_id":"a\"b"}`, false},
-		{`{"user_id":"é"}`, false},
-		{"{\"user_id\":\"a\tb\"}", false},
+		{`{"user_id":"a\"b"}`, true}, // escapes and non-ASCII: decoded by encoding/json itself
+		{`{"user_id":"é"}`, true},
+		{"{\"user_id\":\"bad \xff utf-8\"}", true},
+		{`{"user\u005fid":"u"}`, true},
+		{"{\"user_id\":\"a\tb\"}", false}, // a raw control character: not JSON
+		{`{"user_id":"\ud800"}`, true},
 		{`{"payload":null}`, false},
 		{`{"payload":[1]}`, false},
 		{`{"payload":"x"}`, false},

@@ -45,7 +45,7 @@ func decodeFor(c Caller, raw []byte, received time.Time) (warehouse.Event, *Reje
 func (s *Service) Track(ctx context.Context, c Caller, raw []byte) error {
 	ev, r := decodeFor(c, raw, s.now())
 	if r != nil {
-		s.errlog.Record(c.TenantID, r.errorType(), r.Code+": "+r.Error())
+		s.errlog.Record(c.TenantID, errorTypeOf(r.Code), r.Code+": "+r.Error())
 		return &errs.ValidationError{Code: r.Code, Msg: "event rejected", Fields: map[string]string{r.Field: r.Message}}
 	}
 	return s.pub.Publish(ctx, c.TenantID, []warehouse.Event{ev})
