@@ -26,7 +26,7 @@ import (
 // (default a tenth of the events) and loads them into the same tables, so -benchtime Nx loads N
 // times as many in all. The metrics are events/s over the loading time (publishing is not
 // timed) and the CPU time per event of this process and of the database's Postgres backends.
-// COHORT_BENCH_BATCH and COHORT_BENCH_FLUSHERS override the loader's defaults.
+// COHORT_BENCH_BATCH, COHORT_BENCH_FLUSHERS and COHORT_BENCH_STREAMS override the loader's defaults.
 //
 // Issue 3's 10M events: COHORT_BENCH_EVENTS=1000000 COHORT_BENCH_USERS=1000000 -benchtime 10x
 // (10M events of 1M users into one database; what pstest keeps is cleared between iterations), or
@@ -65,7 +65,8 @@ func BenchmarkLoad(b *testing.B) {
 		start := time.Now()
 		lctx, cancel := context.WithCancel(ctx)
 		l := ingest.NewLoader(bs.Client().Subscriber("loader"), sink, pool, errlog, logger, ingest.LoaderConfig{
-			MaxBatchEvents: envInt(b, "COHORT_BENCH_BATCH", 0), Flushers: envInt(b, "COHORT_BENCH_FLUSHERS", 0)})
+			MaxBatchEvents: envInt(b, "COHORT_BENCH_BATCH", 0), Flushers: envInt(b, "COHORT_BENCH_FLUSHERS", 0),
+			Streams: envInt(b, "COHORT_BENCH_STREAMS", 0)})
 		done := make(chan error, 1)
 		go func() { done <- l.Run(lctx) }()
 		for {

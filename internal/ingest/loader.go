@@ -22,6 +22,11 @@ type LoaderConfig struct {
 	MaxBatchDelay  time.Duration // or when the oldest pending message waited this long (default 200ms)
 	MaxAttempts    int           // a message failing alone this often is dead-lettered (default 5)
 	Flushers       int           // batches written concurrently (default 2)
+	// Streams is how many StreamingPull streams receive (default 4). The Pub/Sub emulator (pstest)
+	// hands each stream one message per 10 ms delivery pass, so one stream caps a loader at 100
+	// messages (50k events of full batches) a second; with the service, more streams spread a
+	// large backlog's delivery over more connections.
+	Streams int
 }
 
 // Loader pulls event messages from the subscription and applies them through the Sink, acking a
@@ -59,8 +64,11 @@ func NewLoader(sub *pubsub.Subscriber, sink *Sink, pool *pgxpool.Pool, errlog *E
 	if cfg.Flushers <= 0 {
 		cfg.Flushers = 2
 	}
+	if cfg.Streams <= 0 {
+		cfg.Streams = 4
+	}
 	host, _ := os.Hostname()
-	sub.ReceiveSettings.NumGoroutines = 1
+	sub.ReceiveSettings.NumGoroutines = cfg.Streams
 	sub.ReceiveSettings.MaxOutstandingMessages = 4 * cfg.MaxBatchEvents
 	sub.ReceiveSettings.MaxOutstandingBytes = 256 << 20
 	return &Loader{
