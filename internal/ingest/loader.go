@@ -18,10 +18,13 @@ import (
 
 // LoaderConfig tunes the loader.
 type LoaderConfig struct {
-	MaxBatchEvents int           // flush when this many events are pending (default 5000)
-	MaxBatchDelay  time.Duration // or when the oldest pending message waited this long (default 200ms)
+	MaxBatchEvents int           // flush a partition when this many of its events are pending (default 5000)
+	MaxBatchDelay  time.Duration // or when its oldest pending message waited this long (default 200ms)
 	MaxAttempts    int           // a message failing alone this often is dead-lettered (default 5)
-	Flushers       int           // batches written concurrently (default 2)
+	// Flushers is how many batches are written concurrently (default 2): the events are split
+	// into this many partitions by user, each written by its own flusher, so concurrent batches
+	// never update the same user's profile and rollup rows and do not wait for each other's locks.
+	Flushers int
 	// Streams is how many StreamingPull streams receive (default 4). The Pub/Sub emulator (pstest)
 	// hands each stream one message per 10 ms delivery pass, so one stream caps a loader at 100
 	// messages (50k events of full batches) a second; with the service, more streams spread a
@@ -30,7 +33,7 @@ type LoaderConfig struct {
 }
 
 // Loader pulls event messages from the subscription and applies them through the Sink, acking a
-// message only after its events are committed. A crash at any moment loses nothing (unacked
+// message only after all its events are committed. A crash at any moment loses nothing (unacked
 // messages are redelivered) and stores nothing twice (the Sink dedupes on event id).
 type Loader struct {
 	sub    *pubsub.Subscriber
@@ -42,12 +45,26 @@ type Loader struct {
 	id     string
 
 	mu       sync.Mutex
-	pending  []*pubsub.Message
-	decoded  [][]warehouse.Event
-	nEvents  int
-	oldest   time.Time
-	kick     chan struct{}
+	parts    []*partition
 	attempts map[string]int
+}
+
+// partition is the pending events of one flusher's share of the users.
+type partition struct {
+	pending []*delivery
+	decoded [][]warehouse.Event // per pending message, its events in this partition
+	nEvents int
+	oldest  time.Time
+	kick    chan struct{}
+}
+
+// delivery is a received message whose events are split over one or more partitions: it is acked
+// when every one of them has committed its share, and nacked (or dead-lettered) as soon as one
+// fails. The fields are guarded by Loader.mu.
+type delivery struct {
+	m       *pubsub.Message
+	left    int  // partitions that have yet to commit their share
+	settled bool // acked, nacked or dead-lettered
 }
 
 // NewLoader builds a loader over sub.
@@ -71,12 +88,15 @@ func NewLoader(sub *pubsub.Subscriber, sink *Sink, pool *pgxpool.Pool, errlog *E
 	sub.ReceiveSettings.NumGoroutines = cfg.Streams
 	sub.ReceiveSettings.MaxOutstandingMessages = 4 * cfg.MaxBatchEvents
 	sub.ReceiveSettings.MaxOutstandingBytes = 256 << 20
-	return &Loader{
+	l := &Loader{
 		sub: sub, sink: sink, pool: pool, errlog: errlog, log: logger, cfg: cfg,
 		id:       "loader-" + host + "-" + strconv.Itoa(os.Getpid()),
-		kick:     make(chan struct{}, 1),
 		attempts: map[string]int{},
 	}
+	for range cfg.Flushers {
+		l.parts = append(l.parts, &partition{kick: make(chan struct{}, 1)})
+	}
+	return l
 }
 
 func (l *Loader) Name() string { return "event loader" }
@@ -86,11 +106,16 @@ func (l *Loader) Run(ctx context.Context) error {
 	flushCtx, stopFlush := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopFlush()
 	var wg sync.WaitGroup
-	wg.Go(func() { l.flushLoop(ctx, flushCtx) })
+	for _, p := range l.parts {
+		wg.Go(func() { l.flushLoop(ctx, flushCtx, p) })
+	}
 	wg.Go(func() { l.heartbeat(ctx) })
 	err := l.sub.Receive(ctx, func(_ context.Context, m *pubsub.Message) { l.add(m) })
 	wg.Wait()
-	l.flush(flushCtx) // what Receive handed us before it returned
+	for _, p := range l.parts { // what Receive handed us before it returned
+		wg.Go(func() { l.flush(flushCtx, p) })
+	}
+	wg.Wait()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("receive: %w", err)
 	}
@@ -109,68 +134,115 @@ func (l *Loader) add(m *pubsub.Message) {
 		l.deadLetter(context.Background(), m, msg.TenantID, reason, 1)
 		return
 	}
-	l.mu.Lock()
-	if len(l.pending) == 0 {
-		l.oldest = time.Now()
+	if len(msg.Events) == 0 { // nothing to store
+		l.mu.Lock()
+		delete(l.attempts, m.ID)
+		l.mu.Unlock()
+		m.Ack()
+		return
 	}
-	l.pending = append(l.pending, m)
-	l.decoded = append(l.decoded, msg.Events)
-	l.nEvents += len(msg.Events)
-	full := l.nEvents >= l.cfg.MaxBatchEvents
+	shares := l.split(msg.Events)
+	d := &delivery{m: m}
+	l.mu.Lock()
+	for i, events := range shares {
+		if len(events) > 0 {
+			d.left++
+			l.parts[i].queue(d, events)
+		}
+	}
+	var full []*partition
+	for i, events := range shares {
+		if p := l.parts[i]; len(events) > 0 && p.nEvents >= l.cfg.MaxBatchEvents {
+			full = append(full, p)
+		}
+	}
 	l.mu.Unlock()
-	if full {
+	for _, p := range full {
 		select {
-		case l.kick <- struct{}{}:
+		case p.kick <- struct{}{}:
 		default:
 		}
 	}
 }
 
-// flushLoop writes batches as they fill up or age, up to Flushers at a time, so Postgres work
-// of one batch overlaps with decoding and writing the next.
-func (l *Loader) flushLoop(ctx, flushCtx context.Context) {
+// split shares the events out to the partitions by tenant and user, keeping their order.
+func (l *Loader) split(events []warehouse.Event) [][]warehouse.Event {
+	n := len(l.parts)
+	if n == 1 {
+		return [][]warehouse.Event{events}
+	}
+	shares := make([][]warehouse.Event, n)
+	first := partitionOf(&events[0], n) // usually a message is one user's, or one partition's
+	for i := range events {
+		if partitionOf(&events[i], n) != first {
+			for j := range events {
+				p := partitionOf(&events[j], n)
+				shares[p] = append(shares[p], events[j])
+			}
+			return shares
+		}
+	}
+	shares[first] = events
+	return shares
+}
+
+// partitionOf is the partition of an event's user: FNV-1a of the tenant and the user id.
+func partitionOf(e *warehouse.Event, n int) int {
+	h := uint64(14695981039346656037)
+	for t := uint64(e.TenantID); t != 0; t >>= 8 {
+		h = (h ^ (t & 0xff)) * 1099511628211
+	}
+	for i := 0; i < len(e.UserID); i++ {
+		h = (h ^ uint64(e.UserID[i])) * 1099511628211
+	}
+	return int(h % uint64(n))
+}
+
+// queue adds a message's share of events; the caller holds Loader.mu.
+func (p *partition) queue(d *delivery, events []warehouse.Event) {
+	if len(p.pending) == 0 {
+		p.oldest = time.Now()
+	}
+	p.pending = append(p.pending, d)
+	p.decoded = append(p.decoded, events)
+	p.nEvents += len(events)
+}
+
+// flushLoop writes the partition's batches as they fill up or age, one at a time; the other
+// partitions' flushers run beside it, so Postgres writes as many batches at once as there are
+// partitions while this process decodes the next messages.
+func (l *Loader) flushLoop(ctx, flushCtx context.Context, p *partition) {
 	t := time.NewTicker(l.cfg.MaxBatchDelay / 4)
 	defer t.Stop()
-	slots := make(chan struct{}, l.cfg.Flushers)
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-l.kick:
+		case <-p.kick:
 		case <-t.C:
 			l.mu.Lock()
-			due := len(l.pending) > 0 && time.Since(l.oldest) >= l.cfg.MaxBatchDelay
+			due := len(p.pending) > 0 && time.Since(p.oldest) >= l.cfg.MaxBatchDelay
 			l.mu.Unlock()
 			if !due {
 				continue
 			}
 		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			l.flush(flushCtx)
-		})
+		l.flush(flushCtx, p)
 	}
 }
 
-// take hands over the pending messages, their events and how many events they hold.
-func (l *Loader) take() ([]*pubsub.Message, [][]warehouse.Event, int) {
+// take hands over the partition's pending messages, their events and how many events they hold.
+func (l *Loader) take(p *partition) ([]*delivery, [][]warehouse.Event, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	msgs, evs, n := l.pending, l.decoded, l.nEvents
-	l.pending, l.decoded, l.nEvents = nil, nil, 0
-	return msgs, evs, n
+	ds, evs, n := p.pending, p.decoded, p.nEvents
+	p.pending, p.decoded, p.nEvents = nil, nil, 0
+	return ds, evs, n
 }
 
-func (l *Loader) flush(ctx context.Context) {
-	msgs, evs, n := l.take()
-	if len(msgs) == 0 {
+func (l *Loader) flush(ctx context.Context, p *partition) {
+	ds, evs, n := l.take(p)
+	if len(ds) == 0 {
 		return
 	}
 	all := make([]warehouse.Event, 0, n)
@@ -179,51 +251,78 @@ func (l *Loader) flush(ctx context.Context) {
 	}
 	_, err := l.sink.Apply(ctx, all)
 	if err == nil {
-		l.ack(msgs...)
+		l.stored(ds...)
 		return
 	}
-	if len(msgs) == 1 {
-		l.failed(ctx, msgs[0], evs[0], err)
+	if len(ds) == 1 {
+		l.failed(ctx, ds[0], evs[0], err)
 		return
 	}
-	l.log.Warn("batch failed; retrying its messages one by one", "messages", len(msgs), "error", err)
+	l.log.Warn("batch failed; retrying its messages one by one", "messages", len(ds), "error", err)
 	// Isolate the message that fails so one poison message cannot hold the others back.
-	for i, m := range msgs {
+	for i, d := range ds {
 		if _, err := l.sink.Apply(ctx, evs[i]); err != nil {
-			l.failed(ctx, m, evs[i], err)
+			l.failed(ctx, d, evs[i], err)
 			continue
 		}
-		l.ack(m)
+		l.stored(d)
 	}
 }
 
-func (l *Loader) ack(msgs ...*pubsub.Message) {
+// stored records that a partition committed its share of the messages, and acks those that are
+// now stored whole.
+func (l *Loader) stored(ds ...*delivery) {
+	done := ds[:0:0]
 	l.mu.Lock()
-	if len(l.attempts) > 0 {
-		for _, m := range msgs {
-			delete(l.attempts, m.ID)
+	for _, d := range ds {
+		d.left--
+		if d.left == 0 && !d.settled {
+			l.settle(d)
+			done = append(done, d)
 		}
 	}
 	l.mu.Unlock()
-	for _, m := range msgs {
-		m.Ack()
+	for _, d := range done {
+		d.m.Ack()
 	}
 }
 
-func (l *Loader) failed(ctx context.Context, m *pubsub.Message, events []warehouse.Event, err error) {
+// settle marks a message acked, nacked or dead-lettered, and forgets its failed attempts; the
+// caller holds Loader.mu.
+func (l *Loader) settle(d *delivery) {
+	d.settled = true
+	if len(l.attempts) > 0 {
+		delete(l.attempts, d.m.ID)
+	}
+}
+
+// failed handles a message whose share of events a partition could not store: it is redelivered
+// (the shares other partitions stored are then skipped as stored) or, after MaxAttempts, dead-
+// lettered whole.
+func (l *Loader) failed(ctx context.Context, d *delivery, events []warehouse.Event, err error) {
+	m := d.m
+	l.mu.Lock()
+	if d.settled { // another partition's share failed already
+		l.mu.Unlock()
+		return
+	}
 	if ctx.Err() != nil {
+		d.settled = true
+		l.mu.Unlock()
 		m.Nack()
 		return
 	}
-	l.mu.Lock()
 	l.attempts[m.ID]++
 	n := l.attempts[m.ID]
-	l.mu.Unlock()
 	if n < l.cfg.MaxAttempts {
+		d.settled = true
+		l.mu.Unlock()
 		l.log.Warn("message failed; it will be redelivered", "message_id", m.ID, "attempt", n, "error", err)
 		m.Nack()
 		return
 	}
+	d.settled = true
+	l.mu.Unlock()
 	var tenant int64
 	if len(events) > 0 {
 		tenant = events[0].TenantID

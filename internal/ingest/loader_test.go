@@ -450,3 +450,49 @@ func TestPubSubPublisherUnavailable(t *testing.T) {
 		t.Errorf("attributes = %v", msgs[0].Attributes)
 	}
 }
+
+// A message's events are split over the loader's partitions by user. When one partition cannot
+// store its share, the message is redelivered until it is dead-lettered, and the shares that the
+// other partitions stored are stored once: not again at each redelivery.
+func TestLoaderPartitionShareFails(t *testing.T) {
+	const maxAttempts, flushers = 3, 2
+	env := newLoaderEnv(t, ingest.LoaderConfig{MaxBatchDelay: 50 * time.Millisecond, MaxAttempts: maxAttempts, Flushers: flushers})
+	env.logs.dump(t)
+	events := tenantEvents(7, "split", 40) // users user-0 to user-12
+	poison := whEvent(7, "poison", "user-0", "x", recv, recv, `{"a":"\u0000"}`)
+	events = append(events, poison)
+	wantStored := 0
+	for i := range events[:40] {
+		if ingest.PartitionOf(&events[i], flushers) != ingest.PartitionOf(&poison, flushers) {
+			wantStored++
+		}
+	}
+	if wantStored == 0 || wantStored == 40 {
+		t.Fatalf("the message's good events are all in one partition (%d of 40 outside the poison's): pick other users", wantStored)
+	}
+	data, err := json.Marshal(ingest.Message{V: ingest.MessageVersion, TenantID: 7, Events: events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := env.publishRaw(t, data)
+	env.start(t)
+	env.allAcked(t, 1)
+
+	if m := env.emb.Server().Message(id); m.Deliveries != maxAttempts {
+		t.Errorf("message delivered %d times, want %d", m.Deliveries, maxAttempts)
+	}
+	dl := readDeadLetters(t, env.pool)
+	if d, ok := dl[id]; !ok || d.attempts != maxAttempts || !strings.Contains(d.reason, "SQLSTATE 22P05") || string(d.data) != string(data) {
+		t.Errorf("dead letters = %+v, want message %s whole after %d attempts with the warehouse's error", dl, id, maxAttempts)
+	}
+	for _, c := range []struct{ name, sql string }{
+		{"events", `SELECT count(*) FROM warehouse.events WHERE tenant_id = 7`},
+		{"distinct ids", `SELECT count(DISTINCT event_id) FROM warehouse.events WHERE tenant_id = 7`},
+		{"hourly counts", `SELECT coalesce(sum(event_count), 0) FROM ingestion_hourly WHERE tenant_id = 7`},
+		{"user event stats", `SELECT coalesce(sum(events), 0) FROM warehouse.user_event_stats WHERE tenant_id = 7`},
+	} {
+		if got := queryInt(t, env.pool, c.sql); got != int64(wantStored) {
+			t.Errorf("%s = %d, want the %d events of the other partition", c.name, got, wantStored)
+		}
+	}
+}
