@@ -183,15 +183,18 @@ func queueUserStats(p *pipeline, events []warehouse.Event) {
 		k := pkeys[j]
 		pt[i], pe[i], pp[i], pu[i], on[i], ov[i] = k.tenant, k.eventType, k.property, k.user, pn[j], pv[j]
 	}
-	// Numbers are summed and compared by Postgres (numeric, exactly as warehouse.jnum reads them);
-	// a row with one value in the batch, the usual case, needs no aggregate.
+	// Numbers are summed and compared by Postgres (numeric, exactly as warehouse.jnum reads them).
+	// A row with one value in the batch, the usual case, needs no aggregate: its value is read
+	// once (OFFSET 0 keeps the planner from copying the cast into each of the three uses), and
+	// only rows with several values are aggregated, in one pass.
 	p.exec("update user property stats", `
 		INSERT INTO warehouse.user_property_stats AS s (tenant_id, event_type, property, user_id, n, total, min, max)
-		SELECT t, et, p, u, n,
-			CASE WHEN n = 1 THEN v::numeric ELSE (SELECT sum(x::numeric) FROM unnest(string_to_array(v, ',')) x) END,
-			CASE WHEN n = 1 THEN v::numeric ELSE (SELECT min(x::numeric) FROM unnest(string_to_array(v, ',')) x) END,
-			CASE WHEN n = 1 THEN v::numeric ELSE (SELECT max(x::numeric) FROM unnest(string_to_array(v, ',')) x) END
-		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[]) AS x(t, et, p, u, n, v)
+		SELECT t, et, p, u, n, coalesce(one, a.total), coalesce(one, a.min), coalesce(one, a.max)
+		FROM (SELECT x.*, CASE WHEN n = 1 THEN v::numeric END AS one
+			FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[]) AS x(t, et, p, u, n, v)
+			OFFSET 0) x
+		LEFT JOIN LATERAL (SELECT sum(y) AS total, min(y) AS min, max(y) AS max
+			FROM unnest(string_to_array(x.v, ',')::numeric[]) AS y WHERE x.n > 1) a ON true
 		ON CONFLICT (tenant_id, event_type, property, user_id) DO UPDATE SET n = s.n + EXCLUDED.n, total = s.total + EXCLUDED.total,
 			min = LEAST(s.min, EXCLUDED.min), max = GREATEST(s.max, EXCLUDED.max)`,
 		pt, pe, pp, pu, on, ov)
