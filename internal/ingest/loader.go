@@ -272,12 +272,13 @@ func (l *Loader) flush(ctx context.Context, p *partition) {
 // stored records that a partition committed its share of the messages, and acks those that are
 // now stored whole.
 func (l *Loader) stored(ds ...*delivery) {
-	done := ds[:0:0]
+	var done []*delivery
 	l.mu.Lock()
 	for _, d := range ds {
 		d.left--
 		if d.left == 0 && !d.settled {
-			l.settle(d)
+			d.settled = true
+			delete(l.attempts, d.m.ID)
 			done = append(done, d)
 		}
 	}
@@ -287,42 +288,33 @@ func (l *Loader) stored(ds ...*delivery) {
 	}
 }
 
-// settle marks a message acked, nacked or dead-lettered, and forgets its failed attempts; the
-// caller holds Loader.mu.
-func (l *Loader) settle(d *delivery) {
-	d.settled = true
-	if len(l.attempts) > 0 {
-		delete(l.attempts, d.m.ID)
-	}
-}
-
 // failed handles a message whose share of events a partition could not store: it is redelivered
 // (the shares other partitions stored are then skipped as stored) or, after MaxAttempts, dead-
 // lettered whole.
 func (l *Loader) failed(ctx context.Context, d *delivery, events []warehouse.Event, err error) {
 	m := d.m
+	stopping := ctx.Err() != nil
 	l.mu.Lock()
 	if d.settled { // another partition's share failed already
 		l.mu.Unlock()
 		return
 	}
-	if ctx.Err() != nil {
-		d.settled = true
-		l.mu.Unlock()
+	d.settled = true
+	var n int
+	if !stopping {
+		l.attempts[m.ID]++
+		n = l.attempts[m.ID]
+	}
+	l.mu.Unlock()
+	if stopping {
 		m.Nack()
 		return
 	}
-	l.attempts[m.ID]++
-	n := l.attempts[m.ID]
 	if n < l.cfg.MaxAttempts {
-		d.settled = true
-		l.mu.Unlock()
 		l.log.Warn("message failed; it will be redelivered", "message_id", m.ID, "attempt", n, "error", err)
 		m.Nack()
 		return
 	}
-	d.settled = true
-	l.mu.Unlock()
 	var tenant int64
 	if len(events) > 0 {
 		tenant = events[0].TenantID
