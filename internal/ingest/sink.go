@@ -156,15 +156,25 @@ type profileDelta struct {
 	times       map[string]time.Time // per trait: occurred_at of the identify that set it
 }
 
+// profileRow is a user's profile delta for the batch.
+type profileRow struct {
+	userKey
+	profileDelta
+}
+
 func queueProfiles(p *pipeline, events []warehouse.Event) error {
-	deltas := map[userKey]*profileDelta{}
+	// The rows in a slice, found through a map by user; sorted in place below.
+	rows := make([]profileRow, 0, len(events)/2)
+	at := make(map[userKey]int, len(events)/2)
 	for _, e := range events {
 		k := userKey{e.TenantID, e.UserID}
-		d := deltas[k]
-		if d == nil {
-			d = &profileDelta{first: e.OccurredAt, last: e.OccurredAt}
-			deltas[k] = d
+		i, seen := at[k]
+		if !seen {
+			i = len(rows)
+			at[k] = i
+			rows = append(rows, profileRow{userKey: k, profileDelta: profileDelta{first: e.OccurredAt, last: e.OccurredAt}})
 		}
+		d := &rows[i].profileDelta
 		if e.OccurredAt.Before(d.first) {
 			d.first = e.OccurredAt
 		}
@@ -188,31 +198,31 @@ func queueProfiles(p *pipeline, events []warehouse.Event) error {
 			}
 		}
 	}
-	keys := make([]userKey, 0, len(deltas))
-	for k := range deltas {
-		keys = append(keys, k)
-	}
 	// A fixed lock order keeps concurrent loaders from deadlocking.
-	slices.SortFunc(keys, func(a, b userKey) int {
-		return cmp.Or(cmp.Compare(a.tenant, b.tenant), strings.Compare(a.user, b.user))
+	slices.SortFunc(rows, func(a, b profileRow) int {
+		if a.tenant != b.tenant {
+			return cmp.Compare(a.tenant, b.tenant)
+		}
+		return strings.Compare(a.user, b.user)
 	})
-	tenants := make([]int64, len(keys))
-	users := make([]string, len(keys))
-	traits := make([]string, len(keys))
-	firsts := make([]time.Time, len(keys))
-	lasts := make([]time.Time, len(keys))
-	times := make([]string, len(keys))
-	for i, k := range keys {
-		d := deltas[k]
-		tenants[i], users[i], firsts[i], lasts[i] = k.tenant, k.user, d.first, d.last
+	n := len(rows)
+	tenants := make([]int64, n)
+	users := make([]string, n)
+	traits := make([]string, n)
+	firsts := make([]time.Time, n)
+	lasts := make([]time.Time, n)
+	times := make([]string, n)
+	for i := range rows {
+		r := &rows[i]
+		tenants[i], users[i], firsts[i], lasts[i] = r.tenant, r.user, r.first, r.last
 		traits[i], times[i] = "{}", "{}"
-		if len(d.traits) > 0 {
-			b, err := json.Marshal(d.traits)
+		if len(r.traits) > 0 {
+			b, err := json.Marshal(r.traits)
 			if err != nil {
 				return fmt.Errorf("encode traits: %w", err)
 			}
 			traits[i] = string(b)
-			if b, err = json.Marshal(d.times); err != nil {
+			if b, err = json.Marshal(r.times); err != nil {
 				return fmt.Errorf("encode trait times: %w", err)
 			}
 			times[i] = string(b)

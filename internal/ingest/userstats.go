@@ -73,7 +73,9 @@ type statKey struct {
 	user      string
 }
 
+// eventStat is a row of warehouse.user_event_stats for the batch.
 type eventStat struct {
+	statKey
 	n           int64
 	first, last time.Time
 }
@@ -86,25 +88,33 @@ type propKey struct {
 	user      string
 }
 
+// propStat is a row of warehouse.user_property_stats for the batch: its values' texts, comma-
+// separated (a number's text never holds a comma), and how many there are.
+type propStat struct {
+	propKey
+	n      int64
+	values string
+}
+
 // propValue is one numeric property of an event.
 type propValue struct{ name, num string }
 
 func queueUserStats(p *pipeline, events []warehouse.Event) {
-	stats := make(map[statKey]*eventStat, len(events))
-	// Per property row, the texts of its values in the batch, comma-separated (a number's text
-	// never holds a comma), and how many there are.
-	props := map[propKey]int{}
-	var pkeys []propKey
-	var pn []int64
-	var pv []string
+	// The rows in slices, found through maps by key; sorted in place below.
+	stats := make([]eventStat, 0, len(events))
+	statAt := make(map[statKey]int, len(events))
+	var props []propStat
+	propAt := map[propKey]int{}
 	var own []propValue // the current event's
 	for _, e := range events {
 		k := statKey{e.TenantID, e.EventType, e.UserID}
-		st := stats[k]
-		if st == nil {
-			st = &eventStat{first: e.OccurredAt, last: e.OccurredAt}
-			stats[k] = st
+		i, seen := statAt[k]
+		if !seen {
+			i = len(stats)
+			statAt[k] = i
+			stats = append(stats, eventStat{statKey: k, first: e.OccurredAt, last: e.OccurredAt})
 		}
+		st := &stats[i]
 		st.n++
 		if e.OccurredAt.Before(st.first) {
 			st.first = e.OccurredAt
@@ -134,28 +144,32 @@ func queueUserStats(p *pipeline, events []warehouse.Event) {
 		})
 		for _, v := range own {
 			pk := propKey{e.TenantID, e.EventType, v.name, e.UserID}
-			if i, seen := props[pk]; seen {
-				pn[i]++
-				pv[i] += "," + v.num
+			if i, seen := propAt[pk]; seen {
+				props[i].n++
+				props[i].values += "," + v.num
 				continue
 			}
-			props[pk] = len(pkeys)
-			pkeys, pn, pv = append(pkeys, pk), append(pn, 1), append(pv, v.num)
+			propAt[pk] = len(props)
+			props = append(props, propStat{propKey: pk, n: 1, values: v.num})
 		}
 	}
-	keys := make([]statKey, 0, len(stats))
-	for k := range stats {
-		keys = append(keys, k)
-	}
-	// One lock order for every loader.
-	slices.SortFunc(keys, func(a, b statKey) int {
-		return cmp.Or(cmp.Compare(a.tenant, b.tenant), strings.Compare(a.eventType, b.eventType), strings.Compare(a.user, b.user))
+	// One lock order for every loader, sorted here rather than by Postgres, whose text sort
+	// costs more than the rows' upserts.
+	slices.SortFunc(stats, func(a, b eventStat) int {
+		if a.tenant != b.tenant {
+			return cmp.Compare(a.tenant, b.tenant)
+		}
+		if c := strings.Compare(a.eventType, b.eventType); c != 0 {
+			return c
+		}
+		return strings.Compare(a.user, b.user)
 	})
-	ts, es, us := make([]int64, len(keys)), make([]string, len(keys)), make([]string, len(keys))
-	ns, fs, ls := make([]int64, len(keys)), make([]time.Time, len(keys)), make([]time.Time, len(keys))
-	for i, k := range keys {
-		st := stats[k]
-		ts[i], es[i], us[i], ns[i], fs[i], ls[i] = k.tenant, k.eventType, k.user, st.n, st.first, st.last
+	n := len(stats)
+	ts, es, us := make([]int64, n), make([]string, n), make([]string, n)
+	ns, fs, ls := make([]int64, n), make([]time.Time, n), make([]time.Time, n)
+	for i := range stats {
+		st := &stats[i]
+		ts[i], es[i], us[i], ns[i], fs[i], ls[i] = st.tenant, st.eventType, st.user, st.n, st.first, st.last
 	}
 	p.exec("update user event stats", `
 		INSERT INTO warehouse.user_event_stats AS s (tenant_id, event_type, user_id, events, first_at, last_at)
@@ -163,25 +177,26 @@ func queueUserStats(p *pipeline, events []warehouse.Event) {
 		ON CONFLICT (tenant_id, event_type, user_id) DO UPDATE SET events = s.events + EXCLUDED.events,
 			first_at = LEAST(s.first_at, EXCLUDED.first_at), last_at = GREATEST(s.last_at, EXCLUDED.last_at)`,
 		ts, es, us, ns, fs, ls)
-	if len(pkeys) == 0 {
+	if len(props) == 0 {
 		return
 	}
-	// Sorted here (one lock order for every loader) rather than by Postgres, whose text sort
-	// costs more than the rows' upserts.
-	order := make([]int, len(pkeys))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(i, j int) int {
-		a, b := &pkeys[i], &pkeys[j]
-		return cmp.Or(cmp.Compare(a.tenant, b.tenant), strings.Compare(a.eventType, b.eventType),
-			strings.Compare(a.property, b.property), strings.Compare(a.user, b.user))
+	slices.SortFunc(props, func(a, b propStat) int {
+		if a.tenant != b.tenant {
+			return cmp.Compare(a.tenant, b.tenant)
+		}
+		if c := strings.Compare(a.eventType, b.eventType); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.property, b.property); c != 0 {
+			return c
+		}
+		return strings.Compare(a.user, b.user)
 	})
-	n := len(order)
+	n = len(props)
 	pt, pe, pp, pu, on, ov := make([]int64, n), make([]string, n), make([]string, n), make([]string, n), make([]int64, n), make([]string, n)
-	for i, j := range order {
-		k := pkeys[j]
-		pt[i], pe[i], pp[i], pu[i], on[i], ov[i] = k.tenant, k.eventType, k.property, k.user, pn[j], pv[j]
+	for i := range props {
+		ps := &props[i]
+		pt[i], pe[i], pp[i], pu[i], on[i], ov[i] = ps.tenant, ps.eventType, ps.property, ps.user, ps.n, ps.values
 	}
 	// Numbers are summed and compared by Postgres (numeric, exactly as warehouse.jnum reads them).
 	// A row with one value in the batch, the usual case, needs no aggregate: its value is read
