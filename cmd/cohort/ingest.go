@@ -85,5 +85,6 @@ func (c *core) loader(in *ingestion) (worker.Consumer, error) {
 	}
 	sink := ingest.NewSink(c.db.Pool, in.warehouse)
 	sub := in.bus.Client().Subscriber(c.cfg.PubSub.Subscription)
-	return ingest.NewLoader(sub, sink, c.db.Pool, in.errlog, c.log, ingest.LoaderConfig{}), nil
+	return ingest.NewLoader(sub, sink, c.db.Pool, in.errlog, c.log, ingest.LoaderConfig{
+		Flushers: c.cfg.LoaderFlushers, Streams: c.cfg.LoaderStreams}), nil
 }

@@ -50,6 +50,10 @@ type Config struct {
 	KlaviyoAPIURL        string // COHORT_KLAVIYO_API_URL: Klaviyo's API base (default https://a.klaviyo.com)
 	MaxBodyBytes         int64  // COHORT_MAX_BODY_BYTES: default request body cap
 	ShutdownTimeout      time.Duration
+
+	// The event loader (worker): partitions written concurrently, and StreamingPull streams.
+	LoaderFlushers int // COHORT_LOADER_FLUSHERS, default 2
+	LoaderStreams  int // COHORT_LOADER_STREAMS, default 4
 }
 
 type TemporalConfig struct {
@@ -157,6 +161,8 @@ func Load(env Getenv) (*Config, error) {
 		KlaviyoAPIURL:        r.str("COHORT_KLAVIYO_API_URL", "https://a.klaviyo.com"),
 		MaxBodyBytes:         int64(r.integer("COHORT_MAX_BODY_BYTES", 1<<20)),
 		ShutdownTimeout:      r.duration("COHORT_SHUTDOWN_TIMEOUT", 8*time.Second),
+		LoaderFlushers:       r.integer("COHORT_LOADER_FLUSHERS", 2),
+		LoaderStreams:        r.integer("COHORT_LOADER_STREAMS", 4),
 	}
 	if s := r.secret("COHORT_SECRET_KEY"); s != "" {
 		c.SecretKey = []byte(s)
@@ -240,6 +246,12 @@ func (c *Config) Validate(role Role) error {
 	}
 	if c.MaxBodyBytes <= 0 {
 		bad = append(bad, errors.New("COHORT_MAX_BODY_BYTES must be positive"))
+	}
+	if c.LoaderFlushers < 1 || c.LoaderFlushers > 64 {
+		bad = append(bad, errors.New("COHORT_LOADER_FLUSHERS must be between 1 and 64"))
+	}
+	if c.LoaderStreams < 1 || c.LoaderStreams > 64 {
+		bad = append(bad, errors.New("COHORT_LOADER_STREAMS must be between 1 and 64"))
 	}
 	return errors.Join(bad...)
 }

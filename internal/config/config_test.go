@@ -118,6 +118,8 @@ func TestLoadDefaults(t *testing.T) {
 		{"AllowPrivateNetworks", c.AllowPrivateNetworks, false},
 		{"MaxBodyBytes", c.MaxBodyBytes, int64(1 << 20)},
 		{"ShutdownTimeout", c.ShutdownTimeout, 8 * time.Second},
+		{"LoaderFlushers", c.LoaderFlushers, 2},
+		{"LoaderStreams", c.LoaderStreams, 4},
 	})
 	// The defaults alone are a valid dev configuration.
 	if err := c.Validate(config.RoleDev); err != nil {
@@ -166,6 +168,8 @@ func TestLoadReadsEveryVariable(t *testing.T) {
 		"COHORT_ALLOW_PRIVATE_NETWORKS": "1",
 		"COHORT_MAX_BODY_BYTES":         "2048",
 		"COHORT_SHUTDOWN_TIMEOUT":       "1m30s",
+		"COHORT_LOADER_FLUSHERS":        "6",
+		"COHORT_LOADER_STREAMS":         "8",
 	}
 	c := mustLoad(t, m)
 	checkFields(t, []field{
@@ -208,6 +212,8 @@ func TestLoadReadsEveryVariable(t *testing.T) {
 		{"AllowPrivateNetworks", c.AllowPrivateNetworks, true},
 		{"MaxBodyBytes", c.MaxBodyBytes, int64(2048)},
 		{"ShutdownTimeout", c.ShutdownTimeout, 90 * time.Second},
+		{"LoaderFlushers", c.LoaderFlushers, 6},
+		{"LoaderStreams", c.LoaderStreams, 8},
 	})
 }
 
@@ -548,6 +554,8 @@ func TestValidateRejectsBadValues(t *testing.T) {
 		{name: "JWKS with issuer", role: config.RoleServe, env: with(serveEnv(), map[string]string{"COHORT_JWKS_URL": "https://idp/jwks", "COHORT_JWT_ISSUER": "https://idp/"})},
 		{name: "zero body cap", role: config.RoleDev, env: map[string]string{"COHORT_MAX_BODY_BYTES": "0"}, mention: "COHORT_MAX_BODY_BYTES"},
 		{name: "negative body cap", role: config.RoleServe, env: with(serveEnv(), map[string]string{"COHORT_MAX_BODY_BYTES": "-1"}), mention: "COHORT_MAX_BODY_BYTES"},
+		{name: "no loader flushers", role: config.RoleDev, env: map[string]string{"COHORT_LOADER_FLUSHERS": "0"}, mention: "COHORT_LOADER_FLUSHERS"},
+		{name: "too many loader streams", role: config.RoleDev, env: map[string]string{"COHORT_LOADER_STREAMS": "65"}, mention: "COHORT_LOADER_STREAMS"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
