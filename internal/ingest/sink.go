@@ -33,13 +33,16 @@ type Sink struct {
 	wh   warehouse.Writer
 	// embedded: wh is the Postgres warehouse, written in the sink's own transaction.
 	embedded bool
+	// seen is what the stored profiles are known to cover, so the loader skips the users whose
+	// profile would not change.
+	seen *seenCache
 }
 
 // NewSink applies batches through pool and wh. It needs no clock: buckets follow each event's
 // received_at, and profiles' updated_at is the database's now().
 func NewSink(pool *pgxpool.Pool, wh warehouse.Writer) *Sink {
 	_, embedded := wh.(*whpg.Writer)
-	return &Sink{pool: pool, wh: wh, embedded: embedded}
+	return &Sink{pool: pool, wh: wh, embedded: embedded, seen: newSeenCache(maxSeenUsers)}
 }
 
 // Apply stores the batch; it returns how many events were new.
@@ -54,7 +57,9 @@ func (s *Sink) Apply(ctx context.Context, events []warehouse.Event) (int, error)
 // apply runs one attempt; fast copies the events (or ids) in, which fails on any stored one.
 func (s *Sink) apply(ctx context.Context, events []warehouse.Event, fast bool) (int, error) {
 	var n int
+	var profiles []profileRow // queued, remembered once committed
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		profiles = nil
 		var fresh []warehouse.Event
 		var err error
 		switch {
@@ -81,8 +86,12 @@ func (s *Sink) apply(ctx context.Context, events []warehouse.Event, fast bool) (
 		if len(fresh) == 0 {
 			return nil
 		}
-		return s.rollups(ctx, tx, fresh)
+		profiles, err = s.rollups(ctx, tx, fresh)
+		return err
 	})
+	if err == nil {
+		s.seen.add(profiles)
+	}
 	return n, err
 }
 
@@ -90,10 +99,11 @@ func (s *Sink) apply(ctx context.Context, events []warehouse.Event, fast bool) (
 // in one pipelined batch, in one table order and, within a table, one key order for every loader,
 // so concurrent loaders wait for each other's row locks instead of deadlocking. The user sketches
 // come last, so their locks (every loader of a tenant wants the current hour's) are held briefly.
-func (s *Sink) rollups(ctx context.Context, tx pgx.Tx, fresh []warehouse.Event) error {
+func (s *Sink) rollups(ctx context.Context, tx pgx.Tx, fresh []warehouse.Event) ([]profileRow, error) {
 	var p pipeline
-	if err := queueProfiles(&p, fresh); err != nil {
-		return err
+	profiles, err := queueProfiles(&p, fresh, s.seen)
+	if err != nil {
+		return nil, err
 	}
 	if s.embedded {
 		// Segment rollups; BigQuery computes segments from its raw events.
@@ -103,9 +113,9 @@ func (s *Sink) rollups(ctx context.Context, tx pgx.Tx, fresh []warehouse.Event) 
 	sketches := newSketches(fresh)
 	sketches.queueLocks(&p)
 	if err := p.run(ctx, tx); err != nil {
-		return err
+		return nil, err
 	}
-	return sketches.store(ctx, tx)
+	return profiles, sketches.store(ctx, tx)
 }
 
 // pipeline is statements sent to Postgres together (one round trip) and their results read back.
@@ -162,7 +172,9 @@ type profileRow struct {
 	profileDelta
 }
 
-func queueProfiles(p *pipeline, events []warehouse.Event) error {
+// queueProfiles queues the profile upsert for the batch and returns the rows it queued: the
+// users with traits to merge, or whose events the stored profile may not cover yet.
+func queueProfiles(p *pipeline, events []warehouse.Event, seen *seenCache) ([]profileRow, error) {
 	// The rows in a slice, found through a map by user; sorted in place below.
 	rows := make([]profileRow, 0, len(events)/2)
 	at := make(map[userKey]int, len(events)/2)
@@ -198,6 +210,10 @@ func queueProfiles(p *pipeline, events []warehouse.Event) error {
 			}
 		}
 	}
+	rows = seen.drop(rows)
+	if len(rows) == 0 {
+		return nil, nil
+	}
 	// A fixed lock order keeps concurrent loaders from deadlocking.
 	slices.SortFunc(rows, func(a, b profileRow) int {
 		if a.tenant != b.tenant {
@@ -219,11 +235,11 @@ func queueProfiles(p *pipeline, events []warehouse.Event) error {
 		if len(r.traits) > 0 {
 			b, err := json.Marshal(r.traits)
 			if err != nil {
-				return fmt.Errorf("encode traits: %w", err)
+				return nil, fmt.Errorf("encode traits: %w", err)
 			}
 			traits[i] = string(b)
 			if b, err = json.Marshal(r.times); err != nil {
-				return fmt.Errorf("encode trait times: %w", err)
+				return nil, fmt.Errorf("encode trait times: %w", err)
 			}
 			times[i] = string(b)
 		}
@@ -256,7 +272,7 @@ func queueProfiles(p *pipeline, events []warehouse.Event) error {
 		WHERE EXCLUDED.traits <> '{}'::jsonb
 			OR EXCLUDED.first_seen_at < profiles.first_seen_at
 			OR EXCLUDED.last_seen_at > profiles.last_seen_at + interval '1 minute'`, tenants, users, traits, firsts, lasts, times)
-	return nil
+	return rows, nil
 }
 
 type bucketKey struct {

@@ -611,3 +611,76 @@ func trim(b []byte) string {
 	}
 	return string(b)
 }
+
+// The sink skips users whose stored profile it knows covers their events (seenCache). The
+// profiles it leaves must be the ones a sink without that memory writes. Random batches of a few
+// users, at times picked from a small set (so that they meet: a microsecond apart, half a
+// microsecond, around the minute the upsert rounds last_seen_at to), some with traits, are applied
+// to one database by two long-lived sinks taking turns at random (two loaders, each knowing only
+// what it wrote) and to another by a new sink for every batch.
+func TestSinkSeenCacheChangesNothing(t *testing.T) {
+	cached, fresh := openPool(t), openPool(t)
+	loaders := []*ingest.Sink{newSink(cached), newSink(cached)}
+
+	// First, the case of a sink that sends a time the upsert leaves alone (it is within the
+	// minute of what the other sink stored): it must not remember that time as stored.
+	a, b := loaders[0], loaders[1]
+	apply(t, a, []warehouse.Event{whEvent(2, "x1", "x", "page_view", at(0), at(0), "")})
+	apply(t, b, []warehouse.Event{whEvent(2, "x2", "x", "page_view", at(30*time.Second), at(0), "")})
+	apply(t, b, []warehouse.Event{whEvent(2, "x3", "x", "page_view", at(80*time.Second), at(0), "")})
+	if p, _ := readProfile(t, cached, 2, "x"); !p.last.Equal(at(80 * time.Second)) {
+		t.Fatalf("last_seen_at = %v, want %v", p.last, at(80*time.Second))
+	}
+
+	rng := rand.New(rand.NewPCG(7, 8))
+	times := []time.Duration{0, 500 * time.Nanosecond, time.Microsecond, 2 * time.Microsecond, 30 * time.Second,
+		59 * time.Second, time.Minute, time.Minute + time.Microsecond, 61 * time.Second, 90 * time.Second,
+		2 * time.Minute, 2*time.Minute + time.Microsecond, 3 * time.Minute}
+	id := 0
+	for batch := range 400 {
+		var events []warehouse.Event
+		for range 1 + rng.IntN(6) {
+			id++
+			user := fmt.Sprintf("u%d", rng.IntN(5))
+			// Mostly later times as batches go on, sometimes any time of the set.
+			k := min(batch/40+rng.IntN(3), len(times)-1)
+			if rng.IntN(5) == 0 {
+				k = rng.IntN(len(times))
+			}
+			occurred := at(times[k])
+			typ, payload := "page_view", "{}"
+			if rng.IntN(8) == 0 {
+				typ, payload = ingest.ContextIdentified, fmt.Sprintf(`{"plan":"p%d"}`, id)
+			}
+			events = append(events, whEvent(1, fmt.Sprintf("e%d", id), user, typ, occurred, occurred, payload))
+		}
+		apply(t, loaders[rng.IntN(len(loaders))], events)
+		apply(t, newSink(fresh), events)
+		if a, b := profileRows(t, cached), profileRows(t, fresh); a != b {
+			t.Fatalf("after batch %d the profiles differ:\nlong-lived sinks: %s\nnew sinks:        %s", batch, a, b)
+		}
+	}
+}
+
+// profileRows lists tenant 1's profiles without updated_at (the time each database wrote them).
+func profileRows(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT user_id, traits::text, trait_times::text, first_seen_at, last_seen_at
+		FROM profiles WHERE tenant_id = 1 ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintln(&b, vals...)
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	return b.String()
+}
