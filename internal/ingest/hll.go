@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"errors"
-	"hash/fnv"
 	"math"
 	"math/bits"
 )
@@ -20,10 +19,12 @@ type Sketch []byte
 // NewSketch returns an empty sketch.
 func NewSketch() Sketch { return make(Sketch, hllRegisters) }
 
+// hash64 is the sketches' hash of a string, also the loader's partition of a user.
 func hash64(s string) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(s))
-	x := h.Sum64()
+	x := uint64(14695981039346656037) // FNV-1a 64, as hash/fnv computes it, without its allocation
+	for i := 0; i < len(s); i++ {
+		x = (x ^ uint64(s[i])) * 1099511628211
+	}
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9
 	x ^= x >> 27

@@ -143,16 +143,16 @@ func (l *Loader) add(m *pubsub.Message) {
 	}
 	shares := l.split(msg.Events)
 	d := &delivery{m: m}
-	l.mu.Lock()
-	for i, events := range shares {
-		if len(events) > 0 {
-			d.left++
-			l.parts[i].queue(d, events)
-		}
-	}
 	var full []*partition
+	l.mu.Lock() // held until every share is queued, so no flush can ack d before d.left is whole
 	for i, events := range shares {
-		if p := l.parts[i]; len(events) > 0 && p.nEvents >= l.cfg.MaxBatchEvents {
+		if len(events) == 0 {
+			continue
+		}
+		p := l.parts[i]
+		d.left++
+		p.queue(d, events)
+		if p.nEvents >= l.cfg.MaxBatchEvents {
 			full = append(full, p)
 		}
 	}
@@ -165,7 +165,7 @@ func (l *Loader) add(m *pubsub.Message) {
 	}
 }
 
-// split shares the events out to the partitions by tenant and user, keeping their order.
+// split shares the events out to the partitions by user, keeping their order.
 func (l *Loader) split(events []warehouse.Event) [][]warehouse.Event {
 	n := len(l.parts)
 	if n == 1 {
@@ -186,16 +186,10 @@ func (l *Loader) split(events []warehouse.Event) [][]warehouse.Event {
 	return shares
 }
 
-// partitionOf is the partition of an event's user: FNV-1a of the tenant and the user id.
+// partitionOf is the partition of an event's user (by user id: every tenant's user of that id
+// lands in the same one, which only matters for balance).
 func partitionOf(e *warehouse.Event, n int) int {
-	h := uint64(14695981039346656037)
-	for t := uint64(e.TenantID); t != 0; t >>= 8 {
-		h = (h ^ (t & 0xff)) * 1099511628211
-	}
-	for i := 0; i < len(e.UserID); i++ {
-		h = (h ^ uint64(e.UserID[i])) * 1099511628211
-	}
-	return int(h % uint64(n))
+	return int(hash64(e.UserID) % uint64(n))
 }
 
 // queue adds a message's share of events; the caller holds Loader.mu.

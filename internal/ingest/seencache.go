@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"strconv"
 	"sync"
 	"time"
 )
@@ -9,9 +10,12 @@ import (
 // full it starts again empty.
 const maxSeenUsers = 1 << 20
 
-// seenSlack is the profile upsert's: last_seen_at is kept to the minute, so an event less than a
-// minute after the stored last_seen_at changes nothing.
+// seenSlack is how far the profile upsert lets last_seen_at lag: an event less than this after
+// the stored last_seen_at changes nothing. The upsert's SQL and seenCache both use it.
 const seenSlack = time.Minute
+
+// seenSlackSQL is seenSlack as the upsert's interval literal.
+var seenSlackSQL = strconv.FormatInt(seenSlack.Microseconds(), 10) + " microseconds"
 
 // seenCache remembers, per user, a span of time that the stored profile is known to cover: its
 // first_seen_at is at or before first, and its last_seen_at at or after last. Stored profiles
@@ -41,7 +45,7 @@ func (c *seenCache) drop(rows []profileRow) []profileRow {
 	out := rows[:0]
 	for _, r := range rows {
 		if len(r.traits) == 0 {
-			if sp, ok := c.m[r.userKey]; ok && sp.first <= r.first.UnixMicro() && sp.last+int64(seenSlack/time.Microsecond) >= r.last.UnixMicro() {
+			if sp, ok := c.m[r.userKey]; ok && sp.first <= r.first.UnixMicro() && sp.last+seenSlack.Microseconds() >= r.last.UnixMicro() {
 				continue
 			}
 		}
@@ -63,7 +67,7 @@ func (c *seenCache) add(rows []profileRow) {
 		clear(c.m)
 	}
 	for _, r := range rows {
-		sp := seenSpan{r.first.UnixMicro(), r.last.UnixMicro() - int64(seenSlack/time.Microsecond)}
+		sp := seenSpan{r.first.UnixMicro(), r.last.UnixMicro() - seenSlack.Microseconds()}
 		if old, ok := c.m[r.userKey]; ok {
 			sp.first, sp.last = min(sp.first, old.first), max(sp.last, old.last)
 		}

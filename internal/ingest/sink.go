@@ -59,7 +59,6 @@ func (s *Sink) apply(ctx context.Context, events []warehouse.Event, fast bool) (
 	var n int
 	var profiles []profileRow // queued, remembered once committed
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		profiles = nil
 		var fresh []warehouse.Event
 		var err error
 		switch {
@@ -180,8 +179,8 @@ func queueProfiles(p *pipeline, events []warehouse.Event, seen *seenCache) ([]pr
 	at := make(map[userKey]int, len(events)/2)
 	for _, e := range events {
 		k := userKey{e.TenantID, e.UserID}
-		i, seen := at[k]
-		if !seen {
+		i, found := at[k]
+		if !found {
 			i = len(rows)
 			at[k] = i
 			rows = append(rows, profileRow{userKey: k, profileDelta: profileDelta{first: e.OccurredAt, last: e.OccurredAt}})
@@ -244,7 +243,13 @@ func queueProfiles(p *pipeline, events []warehouse.Event, seen *seenCache) ([]pr
 			times[i] = string(b)
 		}
 	}
-	p.exec("upsert profiles", `
+	p.exec("upsert profiles", upsertProfiles, tenants, users, traits, firsts, lasts, times)
+	return rows, nil
+}
+
+// upsertProfiles merges a batch's profile rows ($1 tenants, $2 users, $3 traits, $4 first and $5
+// last seen times, $6 trait times); seenCache relies on its seenSlack.
+var upsertProfiles = `
 		INSERT INTO profiles (tenant_id, user_id, traits, trait_times, first_seen_at, last_seen_at, updated_at)
 		SELECT t, u, tr::jsonb, tt::jsonb, f, l, now()
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::text[]) AS x(t, u, tr, f, l, tt)
@@ -252,7 +257,7 @@ func queueProfiles(p *pipeline, events []warehouse.Event, seen *seenCache) ([]pr
 		-- have ON CONFLICT lock (and so write) their rows only for the WHERE below to leave them.
 		-- Seen times only ever widen, so a profile that covers a user's events stays covering.
 		WHERE x.tr <> '{}' OR NOT EXISTS (SELECT 1 FROM profiles p WHERE p.tenant_id = x.t AND p.user_id = x.u
-			AND p.first_seen_at <= x.f AND p.last_seen_at + interval '1 minute' >= x.l)
+			AND p.first_seen_at <= x.f AND p.last_seen_at + interval '` + seenSlackSQL + `' >= x.l)
 		ON CONFLICT (tenant_id, user_id) DO UPDATE SET
 			-- Per trait, the value set most recently (by occurred_at) wins. (Most updates bring
 			-- no traits, only seen times: they keep the stored jsonb values as they are.)
@@ -271,9 +276,7 @@ func queueProfiles(p *pipeline, events []warehouse.Event, seen *seenCache) ([]pr
 		-- last_seen_at to the minute.
 		WHERE EXCLUDED.traits <> '{}'::jsonb
 			OR EXCLUDED.first_seen_at < profiles.first_seen_at
-			OR EXCLUDED.last_seen_at > profiles.last_seen_at + interval '1 minute'`, tenants, users, traits, firsts, lasts, times)
-	return rows, nil
-}
+			OR EXCLUDED.last_seen_at > profiles.last_seen_at + interval '` + seenSlackSQL + `'`
 
 type bucketKey struct {
 	tenant int64
