@@ -139,7 +139,7 @@ func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner
 		return run.result, err
 	}
 	if _, err := tx.Exec(ctx, `SET LOCAL work_mem = '256MB'; SET LOCAL jit = off; SET LOCAL statement_timeout = '30min';
-		CREATE TEMP TABLE seg_new (user_id TEXT NOT NULL, score DOUBLE PRECISION) ON COMMIT DROP`); err != nil {
+		CREATE TEMP TABLE seg_new (user_id TEXT COLLATE "C" NOT NULL, score DOUBLE PRECISION) ON COMMIT DROP`); err != nil {
 		return RunResult{}, fmt.Errorf("prepare compute: %w", err)
 	}
 	if run.segmentType == KindLookalike {
