@@ -18,7 +18,10 @@ import (
 
 // LoaderConfig tunes the loader.
 type LoaderConfig struct {
-	MaxBatchEvents int           // flush a partition when this many of its events are pending (default 5000)
+	// MaxBatchEvents bounds a batch: a partition is flushed when this many of its events are
+	// pending, and a flush writes at most this many (whole messages; a backlog is written batch
+	// after batch). Default 20000.
+	MaxBatchEvents int
 	MaxBatchDelay  time.Duration // or when its oldest pending message waited this long (default 200ms)
 	MaxAttempts    int           // a message failing alone this often is dead-lettered (default 5)
 	// Flushers is how many batches are written concurrently (default 2): the events are split
@@ -70,7 +73,7 @@ type delivery struct {
 // NewLoader builds a loader over sub.
 func NewLoader(sub *pubsub.Subscriber, sink *Sink, pool *pgxpool.Pool, errlog *ErrorLog, logger *slog.Logger, cfg LoaderConfig) *Loader {
 	if cfg.MaxBatchEvents <= 0 {
-		cfg.MaxBatchEvents = 5000
+		cfg.MaxBatchEvents = 20000
 	}
 	if cfg.MaxBatchDelay <= 0 {
 		cfg.MaxBatchDelay = 200 * time.Millisecond
@@ -113,7 +116,10 @@ func (l *Loader) Run(ctx context.Context) error {
 	err := l.sub.Receive(ctx, func(_ context.Context, m *pubsub.Message) { l.add(m) })
 	wg.Wait()
 	for _, p := range l.parts { // what Receive handed us before it returned
-		wg.Go(func() { l.flush(flushCtx, p) })
+		wg.Go(func() {
+			for l.flush(flushCtx, p) > 0 {
+			}
+		})
 	}
 	wg.Wait()
 	if err != nil && !errors.Is(err, context.Canceled) {
@@ -221,23 +227,40 @@ func (l *Loader) flushLoop(ctx, flushCtx context.Context, p *partition) {
 				continue
 			}
 		}
-		l.flush(flushCtx, p)
+		// A backlog (Postgres slower than delivery) is written a batch at a time, back to back:
+		// bounded transactions, rather than one that grows with the backlog.
+		for l.flush(flushCtx, p) >= l.cfg.MaxBatchEvents && ctx.Err() == nil {
+		}
 	}
 }
 
-// take hands over the partition's pending messages, their events and how many events they hold.
-func (l *Loader) take(p *partition) ([]*delivery, [][]warehouse.Event, int) {
+// take hands over the partition's oldest pending messages, their events and how many events they
+// hold: whole messages up to MaxBatchEvents (at least one message), and how many events stay
+// pending. Those keep the partition's oldest time, so they are flushed no later than MaxBatchDelay
+// after it was.
+func (l *Loader) take(p *partition) (ds []*delivery, evs [][]warehouse.Event, n, left int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ds, evs, n := p.pending, p.decoded, p.nEvents
-	p.pending, p.decoded, p.nEvents = nil, nil, 0
-	return ds, evs, n
+	k := 0
+	for k < len(p.pending) && (k == 0 || n+len(p.decoded[k]) <= l.cfg.MaxBatchEvents) {
+		n += len(p.decoded[k])
+		k++
+	}
+	ds, evs = p.pending[:k:k], p.decoded[:k:k]
+	if k == len(p.pending) {
+		p.pending, p.decoded = nil, nil
+	} else {
+		p.pending, p.decoded = p.pending[k:], p.decoded[k:]
+	}
+	p.nEvents -= n
+	return ds, evs, n, p.nEvents
 }
 
-func (l *Loader) flush(ctx context.Context, p *partition) {
-	ds, evs, n := l.take(p)
+// flush writes one batch of the partition and returns how many of its events stay pending.
+func (l *Loader) flush(ctx context.Context, p *partition) int {
+	ds, evs, n, left := l.take(p)
 	if len(ds) == 0 {
-		return
+		return 0
 	}
 	all := make([]warehouse.Event, 0, n)
 	for _, e := range evs {
@@ -246,11 +269,11 @@ func (l *Loader) flush(ctx context.Context, p *partition) {
 	_, err := l.sink.Apply(ctx, all)
 	if err == nil {
 		l.stored(ds...)
-		return
+		return left
 	}
 	if len(ds) == 1 {
 		l.failed(ctx, ds[0], evs[0], err)
-		return
+		return left
 	}
 	l.log.Warn("batch failed; retrying its messages one by one", "messages", len(ds), "error", err)
 	// Isolate the message that fails so one poison message cannot hold the others back.
@@ -261,6 +284,7 @@ func (l *Loader) flush(ctx context.Context, p *partition) {
 		}
 		l.stored(d)
 	}
+	return left
 }
 
 // stored records that a partition committed its share of the messages, and acks those that are
