@@ -143,7 +143,7 @@ func benchEvents(from, n, users int, now time.Time) []warehouse.Event {
 // Pub/Sub, no decoding, no deduplication retries, no profiles or rollups). No loader that stores
 // every event in the embedded warehouse can go faster on this machine.
 func BenchmarkLoadCeiling(b *testing.B) {
-	const batch, writers = 20000, 2
+	const batch, writers = ingest.DefaultMaxBatchEvents, 2
 	ctx := context.Background()
 	perIter, users, pool := loadSetup(b, batch)
 	var loaded, pgCPU time.Duration

@@ -153,8 +153,8 @@ func queueUserStats(p *pipeline, events []warehouse.Event) {
 			props = append(props, propStat{propKey: pk, n: 1, values: v.num})
 		}
 	}
-	// One lock order for every loader, sorted here rather than by Postgres, whose text sort
-	// costs more than the rows' upserts.
+	// One lock order for every loader: the primary key's, byte order as its "C" collation
+	// compares (migration 0011), so the upserts also walk the index in order.
 	slices.SortFunc(stats, func(a, b eventStat) int {
 		if a.tenant != b.tenant {
 			return cmp.Compare(a.tenant, b.tenant)
