@@ -28,7 +28,7 @@ import (
 // timed) and the CPU time per event of this process and of the database's Postgres backends.
 // COHORT_BENCH_BATCH, COHORT_BENCH_FLUSHERS and COHORT_BENCH_STREAMS override the loader's defaults.
 //
-// Issue 3's 10M events: COHORT_BENCH_EVENTS=1000000 COHORT_BENCH_USERS=1000000 -benchtime 10x
+// Issue 3's 10M events (task bench:ingest:10m): COHORT_BENCH_EVENTS=1000000 COHORT_BENCH_USERS=1000000 -benchtime 10x
 // (10M events of 1M users into one database; what pstest keeps is cleared between iterations), or
 // COHORT_BENCH_EVENTS=10000000 -benchtime 1x in one go, where pstest holds 20,000 messages (about
 // 5 GB) and spends much of the process's CPU scanning its backlog on every delivery.
