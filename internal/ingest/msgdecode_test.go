@@ -3,6 +3,7 @@ package ingest
 import (
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -123,6 +124,12 @@ func TestEncodeMessage(t *testing.T) {
 		{TenantID: 7, EventID: "e1", UserID: "u1", EventType: "order_completed", OccurredAt: at, ReceivedAt: at.Add(time.Second), Payload: json.RawMessage(`{"amount":12.5}`)},
 		{TenantID: 7, EventID: "0f3a", UserID: "日本語 😀 \"q\" \\", EventType: "page_view", OccurredAt: at.In(time.FixedZone("x", 3600)), ReceivedAt: at, Payload: json.RawMessage(`{}`)},
 		{TenantID: 1 << 62, EventID: "x", UserID: "y", EventType: "z", OccurredAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), ReceivedAt: time.Time{}, Payload: nil},
+		// Times repeated from the event before (written once, then copied), and the same instant
+		// in other zones, which is written anew.
+		{TenantID: 7, EventID: "r1", UserID: "u", EventType: "a", OccurredAt: at, ReceivedAt: at, Payload: json.RawMessage(`{}`)},
+		{TenantID: 7, EventID: "r2", UserID: "u", EventType: "a", OccurredAt: at, ReceivedAt: at, Payload: json.RawMessage(`{}`)},
+		{TenantID: 7, EventID: "r3", UserID: "u", EventType: "a", OccurredAt: at.In(time.FixedZone("y", -7200)), ReceivedAt: at.Local(), Payload: json.RawMessage(`{}`)},
+		{TenantID: 7, EventID: "r4", UserID: "u", EventType: "a", OccurredAt: at.In(time.FixedZone("y", -7200)), ReceivedAt: at, Payload: json.RawMessage(`{}`)},
 	}
 	for _, m := range []Message{
 		{V: MessageVersion, TenantID: 7, Events: plain},
@@ -163,6 +170,23 @@ func TestEncodeMessage(t *testing.T) {
 		}
 		if _, err := json.Marshal(Message{Events: []warehouse.Event{e}}); err == nil {
 			t.Errorf("%s: json.Marshal accepts it", name)
+		}
+	}
+}
+
+// BenchmarkEncodeMessage writes the message of a 500-event batch as the batch endpoint makes it:
+// one received_at, occurred_at a second apart.
+func BenchmarkEncodeMessage(b *testing.B) {
+	now := time.Now().UTC()
+	events := make([]warehouse.Event, 500)
+	for i := range events {
+		events[i] = warehouse.Event{TenantID: 1, EventID: NewEventID(), UserID: "user-" + strconv.Itoa(i*7919%100000),
+			EventType: []string{"page_viewed", "order_completed", "add_to_cart"}[i%3], OccurredAt: now.Add(-time.Duration(i) * time.Second),
+			ReceivedAt: now, Payload: json.RawMessage(`{"amount":` + strconv.Itoa(12+i) + `.5,"currency":"EUR","sku":"SKU-` + strconv.Itoa(i) + `"}`)}
+	}
+	for b.Loop() {
+		if _, err := encodeMessage(1, events); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
