@@ -33,8 +33,8 @@ func encodeMessage(tenantID int64, events []warehouse.Event) ([]byte, error) {
 		return append(b, `null}`...), nil
 	}
 	b = append(b, '[')
-	// An endpoint's batch shares one received_at (and often occurred_at runs): a time equal to
-	// the previous event's, field for field, is written as the same text, copied.
+	// An endpoint's batch shares one received_at, and occurred_at where clients leave it out (it
+	// defaults to the receipt time): a time equal to the previous event's is copied as text.
 	var occurred, received timeText
 	for i := range events {
 		e := &events[i]
