@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cohort-dev/cohort/internal/errs"
+
+	"github.com/cohort-dev/cohort/internal/store"
 )
 
 // Product is the API's product record.
@@ -146,7 +148,11 @@ func merge(data, patch map[string]any) map[string]any {
 // lockSchemaShared makes a product write wait for a schema change in progress (and the other
 // way round), so data is always checked against the schema that is stored.
 func lockSchemaShared(ctx context.Context, tx pgx.Tx, tenantID int64) (*Schema, error) {
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock_shared($1)", schemaLockKey(tenantID)); err != nil {
+	key, err := store.LockKey(store.LockCatalogSchema, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock_shared($1)", key); err != nil {
 		return nil, fmt.Errorf("lock product schema: %w", err)
 	}
 	return loadSchema(ctx, tx, tenantID)

@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cohort-dev/cohort/internal/errs"
+
+	"github.com/cohort-dev/cohort/internal/store"
 )
 
 // Schema is a tenant's product schema (GET/PUT /api/pim/schema/).
@@ -159,7 +161,11 @@ func (s *Service) PutSchema(ctx context.Context, tenantID int64, in Schema) (*Sc
 	var requeued int64
 	err := s.inTx(ctx, tenantID, func(tx pgx.Tx) error {
 		// One writer of a tenant's schema at a time; product writes read it under the same lock.
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", schemaLockKey(tenantID)); err != nil {
+		key, err := store.LockKey(store.LockCatalogSchema, tenantID)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", key); err != nil {
 			return fmt.Errorf("lock product schema: %w", err)
 		}
 		old, err := loadSchema(ctx, tx, tenantID)
@@ -196,9 +202,6 @@ func (s *Service) PutSchema(ctx context.Context, tenantID int64, in Schema) (*Sc
 	}
 	return &in, nil
 }
-
-// schemaLockKey is the advisory-lock key of a tenant's schema.
-func schemaLockKey(tenantID int64) int64 { return int64(0x706d)<<40 | tenantID }
 
 // convertField converts the values products hold under fd.Name to fd.Type, or refuses.
 func convertField(ctx context.Context, tx pgx.Tx, tenantID int64, index int, fd Field) error {

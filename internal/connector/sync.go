@@ -12,6 +12,8 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/connector/platform"
 	"github.com/cohort-dev/cohort/internal/errs"
+
+	"github.com/cohort-dev/cohort/internal/store"
 )
 
 // Sync triggers and run statuses.
@@ -207,9 +209,6 @@ type Counts struct {
 	Added, Removed, Skipped, Failed int64
 }
 
-// lockNamespace sets the high bits of the advisory-lock key of a connector's sync.
-const lockNamespace = int64(0x636f68) << 40
-
 // Push runs a sync: removes first (members the platform holds that left the segment), then adds
 // (members the platform does not hold yet), each in the platform's chunk size, recording after
 // every acknowledged chunk what the platform now holds and the run's counts. A retried Push
@@ -240,7 +239,11 @@ func (s *Service) Push(ctx context.Context, tenantID, runID int64, p platform.Pl
 		return Counts{}, fmt.Errorf("open the sync lock connection: %w", err)
 	}
 	defer func() { _ = lockConn.Close(context.WithoutCancel(ctx)) }()
-	if _, err := lockConn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockNamespace|r.ID); err != nil {
+	key, err := store.LockKey(store.LockConnectorSync, r.ID)
+	if err != nil {
+		return Counts{}, err
+	}
+	if _, err := lockConn.Exec(ctx, "SELECT pg_advisory_lock($1)", key); err != nil {
 		return Counts{}, fmt.Errorf("wait for the connector's other sync: %w", err)
 	}
 	// Every attempt walks all pending members again: skipped and failed are this attempt's.

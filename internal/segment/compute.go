@@ -13,6 +13,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/cohort-dev/cohort/internal/errs"
+
+	"github.com/cohort-dev/cohort/internal/store"
 )
 
 // Runner runs compiled queries on a warehouse other than the embedded Postgres one (BigQuery).
@@ -129,7 +131,11 @@ func (s *Service) Materialize(ctx context.Context, tenantID, runID int64, runner
 	}
 	// One compute per segment at a time (a scheduled refresh and a manual one, say); readers and
 	// PATCH are not blocked.
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(4242, $1::int)`, int32(run.segmentID)); err != nil {
+	key, err := store.LockKey(store.LockSegmentCompute, run.segmentID)
+	if err != nil {
+		return RunResult{}, err
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, key); err != nil {
 		return RunResult{}, fmt.Errorf("lock segment: %w", err)
 	}
 	// Another attempt of this run may have finished while this one waited for the lock: its

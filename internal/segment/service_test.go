@@ -939,7 +939,11 @@ func TestMaterializeConcurrentAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Exec(f.ctx, `SELECT pg_advisory_xact_lock(4242, $1::int)`, int32(seg.ID)); err != nil {
+	key, err := store.LockKey(store.LockSegmentCompute, seg.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(f.ctx, `SELECT pg_advisory_xact_lock($1)`, key); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -951,7 +955,8 @@ func TestMaterializeConcurrentAttempts(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	// Only this segment's compute lock in this database: other tests hold and wait for their own.
 	for f.count(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND classid = 4242 AND objid::bigint = $1`, seg.ID) < 2 {
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND objsubid = 1
+		AND (classid::bigint << 32 | objid::bigint) = $1`, key) < 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("the attempts never waited for the compute lock")
 		}

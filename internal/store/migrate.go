@@ -15,7 +15,7 @@ import (
 )
 
 // migrationLockKey serialises concurrent migrators (several replicas starting at once).
-const migrationLockKey = 7_302_114_001
+var migrationLockKey, _ = LockKey(LockMigrations, 0)
 
 // Migration is one versioned SQL file.
 type Migration struct {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/catalog"
 	"github.com/cohort-dev/cohort/internal/errs"
+
+	"github.com/cohort-dev/cohort/internal/store"
 )
 
 // Statuses of a product segment.
@@ -395,9 +397,6 @@ type ComputeResult struct {
 	Stale bool
 }
 
-// computeLockKey is the advisory-lock key of a segment's compute.
-func computeLockKey(id int64) int64 { return int64(0x7073)<<40 | id&(1<<40-1) }
-
 // Compute evaluates the segment's definition over the tenant's products and replaces its members
 // with the matches, in one transaction: the matches are computed once in a single statement that
 // also deletes the members that no longer match and inserts the new ones (a diff, so a large
@@ -408,11 +407,15 @@ func computeLockKey(id int64) int64 { return int64(0x7073)<<40 | id&(1<<40-1) }
 func (s *Service) Compute(ctx context.Context, tenantID, id int64) (ComputeResult, error) {
 	var res ComputeResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", computeLockKey(id)); err != nil {
+		key, err := store.LockKey(store.LockProductSegmentCompute, id)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", key); err != nil {
 			return fmt.Errorf("lock product segment %d: %w", id, err)
 		}
 		var raw []byte
-		err := tx.QueryRow(ctx, "SELECT definition, version FROM product_segments WHERE tenant_id = $1 AND id = $2", tenantID, id).Scan(&raw, &res.Version)
+		err = tx.QueryRow(ctx, "SELECT definition, version FROM product_segments WHERE tenant_id = $1 AND id = $2", tenantID, id).Scan(&raw, &res.Version)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return notFound(id)
 		}
