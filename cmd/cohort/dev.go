@@ -12,8 +12,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"google.golang.org/api/option"
-
 	"github.com/cohort-dev/cohort/internal/bus"
 	"github.com/cohort-dev/cohort/internal/config"
 	"github.com/cohort-dev/cohort/internal/devstack/temporalsrv"
@@ -22,12 +20,15 @@ import (
 	"github.com/cohort-dev/cohort/workflows"
 )
 
-// Embedded Pub/Sub names of cohort dev.
+// Embedded Pub/Sub names of cohort dev with COHORT_BUS=pubsub and no PUBSUB_PROJECT.
 const (
 	devPubSubProject = "cohort-dev"
 	devTopic         = "cohort-events"
 	devSubscription  = "cohort-events-loader"
 )
+
+// devShutdownBudget is how long cohort dev takes to stop everything after the HTTP server has.
+const devShutdownBudget = 10 * time.Second
 
 // runDev runs the whole service in one process on embedded defaults.
 func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout io.Writer) error {
@@ -67,8 +68,8 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 		}()
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
-			logger.Error("shutdown took longer than 10s; exiting anyway")
+		case <-time.After(devShutdownBudget):
+			logger.Error("shutdown took longer than 10s; exiting anyway (accepted events not yet stored stay in the bus and are loaded on the next start)")
 		}
 	}()
 
@@ -103,18 +104,13 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 		}
 	}
 
-	pubsubAddr := "Google Cloud Pub/Sub project " + cfg.PubSub.Project
-	var busOpts []option.ClientOption
-	embeddedBus := cfg.PubSub.Project == ""
-	if embeddedBus {
-		emb, opts, err := bus.StartEmbedded()
-		if err != nil {
-			return err
-		}
-		stops = append(stops, func() { _ = emb.Close() })
-		busOpts = opts
-		cfg.PubSub = config.PubSubConfig{Project: devPubSubProject, Topic: devTopic, Subscription: devSubscription}
-		pubsubAddr = "pstest " + emb.Addr() + " (topic " + devTopic + ")"
+	var emb embeddedBus
+	busAddr, stopBus, err := startDevBus(cfg, dataDir, logger, &emb)
+	if err != nil {
+		return err
+	}
+	if stopBus != nil {
+		stops = append(stops, stopBus)
 	}
 
 	c, err := openCore(ctx, cfg, logger, coreOptions{migrate: true, blob: true})
@@ -122,14 +118,9 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 		return err
 	}
 	stops = append(stops, c.close)
-	in, err := c.openIngestion(ctx, busOpts)
+	in, err := c.openIngestion(ctx, emb)
 	if err != nil {
 		return err
-	}
-	if embeddedBus {
-		if err := in.bus.EnsureTopology(ctx); err != nil {
-			return err
-		}
 	}
 	loader, err := c.loader(in)
 	if err != nil {
@@ -175,10 +166,10 @@ Cohort dev is running. Ctrl-C stops everything.
   Temporal UI  %s
   Temporal     %s (namespace %s)
   Database     %s  [%s]
-  Pub/Sub      %s
+  Event bus    %s
   Data dir     %s
 Create a tenant:  go run ./cmd/cohort tenants create --slug acme
-`, addr, ui, temporalAddr, cfg.Temporal.Namespace, redactURL(cfg.DatabaseURL), pg.Source, pubsubAddr, dataDir)
+`, addr, ui, temporalAddr, cfg.Temporal.Namespace, redactURL(cfg.DatabaseURL), pg.Source, busAddr, dataDir)
 
 	select {
 	case <-ctx.Done():
@@ -193,4 +184,39 @@ Create a tenant:  go run ./cmd/cohort tenants create --slug acme
 		}
 		return errors.New("worker stopped unexpectedly")
 	}
+}
+
+// startDevBus starts the embedded event bus unless the configuration names a real one: NATS
+// JetStream with file storage in the data dir by default, so that an event answered 202 survives
+// Ctrl-C and crashes; pstest with COHORT_BUS=pubsub (in memory: for comparisons, not for data).
+// It fills emb and returns a description for the banner and the bus's stop function.
+func startDevBus(cfg *config.Config, dataDir string, logger *slog.Logger, emb *embeddedBus) (string, func(), error) {
+	switch {
+	case cfg.NATS.URL != "" && cfg.EventBus() == "nats":
+		return "NATS JetStream " + redactURL(cfg.NATS.URL) + " (stream " + cfg.NATS.Stream + ")", nil, nil
+	case cfg.PubSub.Project != "" && cfg.EventBus() == "pubsub":
+		return "Google Cloud Pub/Sub project " + cfg.PubSub.Project, nil, nil
+	case cfg.Bus == "pubsub":
+		srv, opts, err := bus.StartEmbeddedPubSub()
+		if err != nil {
+			return "", nil, err
+		}
+		emb.pubsub = opts
+		cfg.PubSub = config.PubSubConfig{Project: devPubSubProject, Topic: devTopic, Subscription: devSubscription}
+		return "pstest " + srv.Addr() + " (in memory: events not yet stored are lost when dev stops)", func() { _ = srv.Close() }, nil
+	}
+	dir := filepath.Join(dataDir, "nats")
+	srv, err := bus.StartEmbeddedNATS(bus.EmbeddedNATSOptions{
+		Dir: dir, Listen: cfg.DevNATSAddr, MaxStore: cfg.NATS.MaxBytes + 64<<20, Logger: logger,
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	emb.nats = srv
+	cfg.Bus = "nats"
+	where := "in-process"
+	if u := srv.ClientURL(); u != "" {
+		where = u
+	}
+	return "NATS JetStream, embedded (" + where + ", stream " + cfg.NATS.Stream + ", files in " + dir + ")", srv.Shutdown, nil
 }

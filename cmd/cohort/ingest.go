@@ -16,24 +16,42 @@ import (
 	"github.com/cohort-dev/cohort/worker"
 )
 
-// ingestion holds the event path's parts: the bus, the warehouse, the error log.
-type ingestion struct {
-	bus       *bus.Bus
-	warehouse warehouse.Writer
-	errlog    *ingest.ErrorLog
-	publisher *ingest.PubSubPublisher
+// eventBus is what the ingestion path needs of a bus adapter.
+type eventBus interface {
+	bus.Sender
+	bus.Receiver
+	EnsureTopology(ctx context.Context) error
+	Close() error
 }
 
-// openIngestion connects the bus (busOpts point at the embedded server in dev) and the warehouse.
-func (c *core) openIngestion(ctx context.Context, busOpts []option.ClientOption) (*ingestion, error) {
-	b, err := bus.Open(ctx, bus.Config{
-		Project: c.cfg.PubSub.Project, Topic: c.cfg.PubSub.Topic, Subscription: c.cfg.PubSub.Subscription,
-		ClientOptions: busOpts,
-	})
+// embeddedBus points the bus at a server running in this process (cohort dev, tests).
+type embeddedBus struct {
+	pubsub []option.ClientOption // pstest
+	nats   *bus.EmbeddedNATS     // in-process connection to the embedded NATS server
+}
+
+// ingestion holds the event path's parts: the bus, the warehouse, the error log.
+type ingestion struct {
+	bus       eventBus
+	warehouse warehouse.Writer
+	errlog    *ingest.ErrorLog
+	publisher *ingest.BusPublisher
+}
+
+// openIngestion connects the bus (emb points it at an embedded server in dev) and the warehouse.
+func (c *core) openIngestion(ctx context.Context, emb embeddedBus) (*ingestion, error) {
+	b, err := c.openBus(ctx, emb)
 	if err != nil {
 		return nil, err
 	}
 	c.closers = append(c.closers, func() { _ = b.Close() })
+	// An embedded bus is ours to set up; so is a NATS stream that does not exist yet (with
+	// NATS_MANAGE_STREAM, also one that does). Pub/Sub topics are provisioned with the project.
+	if emb.pubsub != nil || emb.nats != nil || c.cfg.EventBus() == "nats" {
+		if err := b.EnsureTopology(ctx); err != nil {
+			return nil, err
+		}
+	}
 	wh, err := c.openWarehouse(ctx)
 	if err != nil {
 		return nil, err
@@ -44,9 +62,30 @@ func (c *core) openIngestion(ctx context.Context, busOpts []option.ClientOption)
 		defer cancel()
 		_ = in.errlog.Close(ctx)
 	})
-	in.publisher = ingest.NewPubSubPublisher(b.Client(), c.cfg.PubSub.Topic, b.Check)
-	c.closers = append(c.closers, in.publisher.Stop)
+	in.publisher = ingest.NewBusPublisher(b)
 	return in, nil
+}
+
+func (c *core) openBus(ctx context.Context, emb embeddedBus) (eventBus, error) {
+	switch c.cfg.EventBus() {
+	case "nats":
+		n := c.cfg.NATS
+		nc := bus.NATSConfig{
+			URL: n.URL, CredsFile: n.CredsFile, Token: n.Token, CAFile: n.CAFile,
+			Stream: n.Stream, Subject: n.Subject, Consumer: n.Consumer, Manage: n.ManageStream,
+			MaxAge: n.MaxAge, MaxBytes: n.MaxBytes, Replicas: n.Replicas, AckWait: n.AckWait,
+		}
+		if emb.nats != nil {
+			nc.InProcess, nc.Manage = emb.nats, true
+		}
+		return bus.OpenNATS(ctx, nc, c.log)
+	case "pubsub":
+		return bus.OpenPubSub(ctx, bus.PubSubConfig{
+			Project: c.cfg.PubSub.Project, Topic: c.cfg.PubSub.Topic, Subscription: c.cfg.PubSub.Subscription,
+			ClientOptions: emb.pubsub,
+		})
+	}
+	return nil, fmt.Errorf("unknown event bus %q", c.cfg.EventBus())
 }
 
 func (c *core) openWarehouse(ctx context.Context) (warehouse.Writer, error) {
@@ -71,6 +110,7 @@ func (c *core) ingestAPI(in *ingestion) *api.IngestionDeps {
 		Stats:   ingest.NewStats(c.db.Pool, time.Now),
 		Shopify: ingest.NewShopifyReceiver(secrets, svc, time.Now),
 		Health: []api.ReadyCheck{
+			// The key is the SPEC's whichever bus runs: the bus takes events.
 			{Name: "pubsub_topic", Check: in.bus.Check},
 			{Name: "worker", Check: func(ctx context.Context) error { return ingest.LoaderAlive(ctx, c.db.Pool, time.Now()) }},
 			{Name: in.warehouse.Name(), Check: in.warehouse.Check},
@@ -80,11 +120,10 @@ func (c *core) ingestAPI(in *ingestion) *api.IngestionDeps {
 
 // loader is the worker role's event loader.
 func (c *core) loader(in *ingestion) (worker.Consumer, error) {
-	if c.cfg.PubSub.Subscription == "" {
+	if c.cfg.EventBus() == "pubsub" && c.cfg.PubSub.Subscription == "" {
 		return nil, errors.New("PUBSUB_SUBSCRIPTION is required to run the event loader")
 	}
 	sink := ingest.NewSink(c.db.Pool, in.warehouse)
-	sub := in.bus.Client().Subscriber(c.cfg.PubSub.Subscription)
-	return ingest.NewLoader(sub, sink, c.db.Pool, in.errlog, c.log, ingest.LoaderConfig{
+	return ingest.NewLoader(in.bus, sink, c.db.Pool, in.errlog, c.log, ingest.LoaderConfig{
 		Flushers: c.cfg.LoaderFlushers, Streams: c.cfg.LoaderStreams}), nil
 }

@@ -29,7 +29,7 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger) erro
 		return err
 	}
 	defer tc.Close()
-	in, err := c.openIngestion(ctx, nil)
+	in, err := c.openIngestion(ctx, embeddedBus{})
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func runWorker(ctx context.Context, cfg *config.Config, logger *slog.Logger) err
 		return err
 	}
 	defer tc.Close()
-	in, err := c.openIngestion(ctx, nil)
+	in, err := c.openIngestion(ctx, embeddedBus{})
 	if err != nil {
 		return err
 	}

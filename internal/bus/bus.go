@@ -1,123 +1,125 @@
-// Package bus is the event bus: Google Cloud Pub/Sub in production, and pstest, the official
-// in-process Pub/Sub server of cloud.google.com/go/pubsub, as the embedded default. Both are driven
-// by the same real client library, so ack deadlines, redelivery and ordering behave alike.
+// Package bus is the event bus between the API, which publishes accepted events, and the loader,
+// which stores them. Two adapters share one shape:
+//
+//   - Google Cloud Pub/Sub (PubSub), the production default on Google Cloud, tested against
+//     pstest, the official in-process Pub/Sub server, through the same client library;
+//   - NATS JetStream (NATS), for production off Google Cloud and, embedded in the process with
+//     file storage (EmbeddedNATS), the durable bus of `cohort dev`.
+//
+// Both publish a message only once the server has stored it, deliver at least once, redeliver
+// what is not acked, and bound what one receiver holds unacked.
 package bus
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"time"
-
-	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"cloud.google.com/go/pubsub/v2/pstest"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
+	"sync"
 )
 
-// Config names the topic and subscription.
-type Config struct {
-	Project      string
-	Topic        string // id, e.g. "cohort-events"
-	Subscription string // id, e.g. "cohort-events-loader"
-	// AckDeadline of the subscription when EnsureTopology creates it.
-	AckDeadline time.Duration
-	// ClientOptions, e.g. the embedded server's endpoint.
-	ClientOptions []option.ClientOption
+// Message is a received message. Ack or Nack it exactly once; later calls do nothing.
+type Message struct {
+	// ID is stable across redeliveries of the same message.
+	ID   string
+	Data []byte
+
+	once   sync.Once
+	ack    func()
+	nack   func()
+	settle func() // releases what the receiver's flow control counted for the message
 }
 
-// Bus is a connected Pub/Sub client.
-type Bus struct {
-	cfg    Config
-	client *pubsub.Client
+// Ack tells the bus the message is handled: it is not delivered again.
+func (m *Message) Ack() { m.once.Do(func() { m.ack(); m.done() }) }
+
+// Nack hands the message back for redelivery.
+func (m *Message) Nack() { m.once.Do(func() { m.nack(); m.done() }) }
+
+func (m *Message) done() {
+	if m.settle != nil {
+		m.settle()
+	}
 }
 
-// Open connects the client.
-func Open(ctx context.Context, cfg Config) (*Bus, error) {
-	if cfg.Project == "" || cfg.Topic == "" {
-		return nil, errors.New("pubsub: project and topic are required")
-	}
-	c, err := pubsub.NewClient(ctx, cfg.Project, cfg.ClientOptions...)
-	if err != nil {
-		return nil, fmt.Errorf("pubsub client: %w", err)
-	}
-	return &Bus{cfg: cfg, client: c}, nil
+// ReceiveSettings bound what a receiver holds: messages handed to the handler and not yet acked or
+// nacked count against both limits, and delivery waits while either is reached.
+type ReceiveSettings struct {
+	MaxOutstandingMessages int
+	MaxOutstandingBytes    int
+	// Streams is how many Pub/Sub StreamingPull streams receive (NATS pulls on one subscription).
+	Streams int
 }
 
-// Client exposes the underlying client to the publisher and subscriber of the ingestion path.
-func (b *Bus) Client() *pubsub.Client { return b.client }
+// Handler takes a received message. Receive calls it from one or more goroutines.
+type Handler func(*Message)
 
-func (b *Bus) topicName() string { return "projects/" + b.cfg.Project + "/topics/" + b.cfg.Topic }
-func (b *Bus) subName() string {
-	return "projects/" + b.cfg.Project + "/subscriptions/" + b.cfg.Subscription
+// Sender publishes messages and returns once the bus has stored them.
+type Sender interface {
+	// Send publishes data with its attributes and waits for the server's acknowledgement.
+	Send(ctx context.Context, data []byte, attrs map[string]string) error
+	// MaxMessageBytes is the largest message the bus takes.
+	MaxMessageBytes() int
+	// Check reports whether the bus answers (health).
+	Check(ctx context.Context) error
+	// Name is the adapter's name for logs and errors ("pubsub", "nats").
+	Name() string
 }
 
-// EnsureTopology creates the topic and (when configured) the subscription if they are missing.
-// Production normally provisions them with infrastructure code; dev and tests call this.
-func (b *Bus) EnsureTopology(ctx context.Context) error {
-	_, err := b.client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: b.topicName()})
-	if err != nil && status.Code(err) != codes.AlreadyExists {
-		return fmt.Errorf("create topic %s: %w", b.cfg.Topic, err)
-	}
-	if b.cfg.Subscription == "" {
-		return nil
-	}
-	ack := b.cfg.AckDeadline
-	if ack == 0 {
-		ack = 60 * time.Second
-	}
-	_, err = b.client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-		Name:               b.subName(),
-		Topic:              b.topicName(),
-		AckDeadlineSeconds: int32(ack / time.Second),
-	})
-	if err != nil && status.Code(err) != codes.AlreadyExists {
-		return fmt.Errorf("create subscription %s: %w", b.cfg.Subscription, err)
-	}
-	return nil
+// Receiver delivers messages to a handler until ctx ends.
+type Receiver interface {
+	Receive(ctx context.Context, s ReceiveSettings, h Handler) error
 }
 
-// Check reports whether the topic is reachable (health checks).
-func (b *Bus) Check(ctx context.Context) error {
-	if _, err := b.client.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: b.topicName()}); err != nil {
-		return fmt.Errorf("pubsub topic %s: %w", b.cfg.Topic, err)
+// window counts what a receiver holds and makes delivery wait while a limit is reached.
+type window struct {
+	mu           sync.Mutex
+	cond         *sync.Cond
+	msgs, bytes  int
+	maxMsgs, max int
+}
+
+func newWindow(maxMsgs, maxBytes int) *window {
+	w := &window{maxMsgs: maxMsgs, max: maxBytes}
+	w.cond = sync.NewCond(&w.mu)
+	return w
+}
+
+// wait blocks until there is room for one more message or stop is closed; it reports which.
+func (w *window) wait(stop <-chan struct{}) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.full() {
+		select {
+		case <-stop:
+			return false
+		default:
+		}
+		w.cond.Wait()
 	}
-	return nil
+	return true
 }
 
-// Close releases the client.
-func (b *Bus) Close() error { return b.client.Close() }
-
-// Embedded is an in-process pstest server.
-type Embedded struct {
-	srv  *pstest.Server
-	conn *grpc.ClientConn
+func (w *window) full() bool {
+	return (w.maxMsgs > 0 && w.msgs >= w.maxMsgs) || (w.max > 0 && w.bytes >= w.max)
 }
 
-// StartEmbedded starts pstest on a loopback port and returns it with the client options that
-// point a client at it.
-func StartEmbedded() (*Embedded, []option.ClientOption, error) {
-	srv := pstest.NewServerWithAddress("127.0.0.1:0")
-	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		_ = srv.Close()
-		return nil, nil, fmt.Errorf("dial pstest: %w", err)
-	}
-	return &Embedded{srv: srv, conn: conn}, []option.ClientOption{option.WithGRPCConn(conn)}, nil
+func (w *window) add(n int) {
+	w.mu.Lock()
+	w.msgs++
+	w.bytes += n
+	w.mu.Unlock()
 }
 
-// Addr is the server's address.
-func (e *Embedded) Addr() string { return e.srv.Addr }
+func (w *window) release(n int) {
+	w.mu.Lock()
+	w.msgs--
+	w.bytes -= n
+	w.mu.Unlock()
+	w.cond.Broadcast()
+}
 
-// Server exposes the fake for tests that inject publish failures.
-func (e *Embedded) Server() *pstest.Server { return e.srv }
-
-// Close stops the server.
-func (e *Embedded) Close() error {
-	_ = e.conn.Close()
-	return e.srv.Close()
+// wake lets waiters see that stop was closed. It takes the lock so that a waiter between its
+// look at stop and its Wait cannot miss the broadcast.
+func (w *window) wake() {
+	w.mu.Lock()
+	w.mu.Unlock()
+	w.cond.Broadcast()
 }

@@ -33,8 +33,12 @@ type Config struct {
 	DatabaseURL string // DATABASE_URL (+_FILE)
 	SecretKey   []byte // COHORT_SECRET_KEY (+_FILE): token signing, URL signing, secret encryption
 
-	Temporal  TemporalConfig
+	Temporal TemporalConfig
+	// Bus is the event bus: COHORT_BUS pubsub|nats. Unset: nats when NATS_URL is set, else
+	// pubsub (see EventBus); `cohort dev` with neither runs NATS JetStream embedded.
+	Bus       string
 	PubSub    PubSubConfig
+	NATS      NATSConfig
 	Warehouse string // COHORT_WAREHOUSE: bigquery|postgres
 	BigQuery  BigQueryConfig
 	Blob      string // COHORT_BLOB_STORE: gcs|local
@@ -45,6 +49,9 @@ type Config struct {
 	// Embedded Temporal of `cohort dev` (when TEMPORAL_ADDRESS is not set).
 	DevTemporalPort int // COHORT_DEV_TEMPORAL_PORT, default 7233
 	DevUIPort       int // COHORT_DEV_UI_PORT, default 8233; 0 disables the Web UI
+	// Embedded NATS of `cohort dev`: COHORT_DEV_NATS_ADDR host:port also serves outside clients
+	// (the nats CLI); empty, the default, serves the process only.
+	DevNATSAddr string
 
 	AllowPrivateNetworks bool   // COHORT_ALLOW_PRIVATE_NETWORKS
 	KlaviyoAPIURL        string // COHORT_KLAVIYO_API_URL: Klaviyo's API base (default https://a.klaviyo.com)
@@ -72,6 +79,24 @@ type PubSubConfig struct {
 	Project      string // PUBSUB_PROJECT
 	Topic        string // PUBSUB_TOPIC
 	Subscription string // PUBSUB_SUBSCRIPTION
+}
+
+// NATSConfig is NATS JetStream as the event bus (off Google Cloud, and embedded in cohort dev).
+type NATSConfig struct {
+	URL       string // NATS_URL: nats://host:4222 or tls://..., comma-separated for a cluster
+	CredsFile string // NATS_CREDS: a .creds file (JWT + NKey seed)
+	Token     string // NATS_TOKEN (+_FILE)
+	CAFile    string // NATS_CA: extra root CAs (PEM) for tls://
+	Stream    string // NATS_STREAM, default COHORT_EVENTS
+	Subject   string // NATS_SUBJECT, default cohort.events
+	Consumer  string // NATS_CONSUMER, default cohort-loader (durable pull consumer)
+	// ManageStream (NATS_MANAGE_STREAM) brings an existing stream and consumer to these
+	// settings; otherwise Cohort only creates them when missing and leaves them to operators.
+	ManageStream bool
+	MaxAge       time.Duration // NATS_STREAM_MAX_AGE, default 168h
+	MaxBytes     int64         // NATS_STREAM_MAX_BYTES, default 10 GiB; a full stream refuses publishes (503)
+	Replicas     int           // NATS_STREAM_REPLICAS, default 1
+	AckWait      time.Duration // NATS_ACK_WAIT, default 30s
 }
 
 type BigQueryConfig struct {
@@ -126,6 +151,22 @@ func Load(env Getenv) (*Config, error) {
 			TLSServerName: r.str("TEMPORAL_TLS_SERVER_NAME", ""),
 			TLS:           r.boolean("TEMPORAL_TLS", false),
 		},
+		Bus: r.str("COHORT_BUS", ""),
+		NATS: NATSConfig{
+			URL:          r.str("NATS_URL", ""),
+			CredsFile:    r.str("NATS_CREDS", ""),
+			Token:        r.secret("NATS_TOKEN"),
+			CAFile:       r.str("NATS_CA", ""),
+			Stream:       r.str("NATS_STREAM", "COHORT_EVENTS"),
+			Subject:      r.str("NATS_SUBJECT", "cohort.events"),
+			Consumer:     r.str("NATS_CONSUMER", "cohort-loader"),
+			ManageStream: r.boolean("NATS_MANAGE_STREAM", false),
+			MaxAge:       r.duration("NATS_STREAM_MAX_AGE", 7*24*time.Hour),
+			MaxBytes:     int64(r.integer("NATS_STREAM_MAX_BYTES", 10<<30)),
+			Replicas:     r.integer("NATS_STREAM_REPLICAS", 1),
+			AckWait:      r.duration("NATS_ACK_WAIT", 30*time.Second),
+		},
+		DevNATSAddr: r.str("COHORT_DEV_NATS_ADDR", ""),
 		PubSub: PubSubConfig{
 			Project:      r.str("PUBSUB_PROJECT", ""),
 			Topic:        r.str("PUBSUB_TOPIC", ""),
@@ -192,13 +233,17 @@ func (c *Config) Validate(role Role) error {
 	case RoleServe, RoleWorker:
 		need("DATABASE_URL", c.DatabaseURL)
 		need("TEMPORAL_ADDRESS", c.Temporal.Address)
-		need("PUBSUB_PROJECT", c.PubSub.Project)
-		need("PUBSUB_TOPIC", c.PubSub.Topic)
+		if c.EventBus() == "nats" {
+			need("NATS_URL", c.NATS.URL)
+		} else {
+			need("PUBSUB_PROJECT", c.PubSub.Project)
+			need("PUBSUB_TOPIC", c.PubSub.Topic)
+			if role == RoleWorker {
+				need("PUBSUB_SUBSCRIPTION", c.PubSub.Subscription)
+			}
+		}
 		if len(c.SecretKey) == 0 {
 			missing = append(missing, "COHORT_SECRET_KEY")
-		}
-		if role == RoleWorker {
-			need("PUBSUB_SUBSCRIPTION", c.PubSub.Subscription)
 		}
 		if c.Warehouse == "bigquery" {
 			need("BIGQUERY_PROJECT", c.BigQuery.Project)
@@ -228,6 +273,23 @@ func (c *Config) Validate(role Role) error {
 	default:
 		bad = append(bad, fmt.Errorf("COHORT_WAREHOUSE must be bigquery or postgres, got %q", c.Warehouse))
 	}
+	switch c.Bus {
+	case "", "pubsub", "nats":
+	default:
+		bad = append(bad, fmt.Errorf("COHORT_BUS must be pubsub or nats, got %q", c.Bus))
+	}
+	if c.NATS.MaxAge <= 0 {
+		bad = append(bad, errors.New("NATS_STREAM_MAX_AGE must be positive"))
+	}
+	if c.NATS.MaxBytes <= 0 {
+		bad = append(bad, errors.New("NATS_STREAM_MAX_BYTES must be positive"))
+	}
+	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
+		bad = append(bad, errors.New("NATS_STREAM_REPLICAS must be between 1 and 5"))
+	}
+	if c.NATS.AckWait < time.Second {
+		bad = append(bad, errors.New("NATS_ACK_WAIT must be at least 1s"))
+	}
 	switch c.Blob {
 	case "gcs", "local":
 	default:
@@ -254,6 +316,18 @@ func (c *Config) Validate(role Role) error {
 		bad = append(bad, errors.New("COHORT_LOADER_STREAMS must be between 1 and 64"))
 	}
 	return errors.Join(bad...)
+}
+
+// EventBus is the event bus in use: COHORT_BUS if set, else nats when NATS_URL is set, else
+// pubsub. (`cohort dev` with neither NATS_URL nor PUBSUB_PROJECT embeds NATS.)
+func (c *Config) EventBus() string {
+	if c.Bus != "" {
+		return c.Bus
+	}
+	if c.NATS.URL != "" {
+		return "nats"
+	}
+	return "pubsub"
 }
 
 type reader struct {

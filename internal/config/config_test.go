@@ -170,6 +170,20 @@ func TestLoadReadsEveryVariable(t *testing.T) {
 		"COHORT_SHUTDOWN_TIMEOUT":       "1m30s",
 		"COHORT_LOADER_FLUSHERS":        "6",
 		"COHORT_LOADER_STREAMS":         "8",
+		"COHORT_BUS":                    "nats",
+		"NATS_URL":                      "tls://nats-1:4222,tls://nats-2:4222",
+		"NATS_CREDS":                    "/run/nats/cohort.creds",
+		"NATS_TOKEN":                    "ntoken",
+		"NATS_CA":                       "/run/nats/ca.pem",
+		"NATS_STREAM":                   "EVENTS",
+		"NATS_SUBJECT":                  "acme.events",
+		"NATS_CONSUMER":                 "loader",
+		"NATS_MANAGE_STREAM":            "true",
+		"NATS_STREAM_MAX_AGE":           "48h",
+		"NATS_STREAM_MAX_BYTES":         "1073741824",
+		"NATS_STREAM_REPLICAS":          "3",
+		"NATS_ACK_WAIT":                 "45s",
+		"COHORT_DEV_NATS_ADDR":          "127.0.0.1:4333",
 	}
 	c := mustLoad(t, m)
 	checkFields(t, []field{
@@ -214,6 +228,20 @@ func TestLoadReadsEveryVariable(t *testing.T) {
 		{"ShutdownTimeout", c.ShutdownTimeout, 90 * time.Second},
 		{"LoaderFlushers", c.LoaderFlushers, 6},
 		{"LoaderStreams", c.LoaderStreams, 8},
+		{"Bus", c.Bus, "nats"},
+		{"NATS.URL", c.NATS.URL, "tls://nats-1:4222,tls://nats-2:4222"},
+		{"NATS.CredsFile", c.NATS.CredsFile, "/run/nats/cohort.creds"},
+		{"NATS.Token", c.NATS.Token, "ntoken"},
+		{"NATS.CAFile", c.NATS.CAFile, "/run/nats/ca.pem"},
+		{"NATS.Stream", c.NATS.Stream, "EVENTS"},
+		{"NATS.Subject", c.NATS.Subject, "acme.events"},
+		{"NATS.Consumer", c.NATS.Consumer, "loader"},
+		{"NATS.ManageStream", c.NATS.ManageStream, true},
+		{"NATS.MaxAge", c.NATS.MaxAge, 48 * time.Hour},
+		{"NATS.MaxBytes", c.NATS.MaxBytes, int64(1 << 30)},
+		{"NATS.Replicas", c.NATS.Replicas, 3},
+		{"NATS.AckWait", c.NATS.AckWait, 45 * time.Second},
+		{"DevNATSAddr", c.DevNATSAddr, "127.0.0.1:4333"},
 	})
 }
 
@@ -498,6 +526,30 @@ func TestValidateRequiredSettings(t *testing.T) {
 		{name: "worker openai without key", role: config.RoleWorker, env: with(workerEnv(), map[string]string{"COHORT_AI_PROVIDER": "openai"}), missing: []string{"OPENAI_API_KEY"}},
 		{name: "worker bigquery without dataset", role: config.RoleWorker, env: with(workerEnv(), map[string]string{"BIGQUERY_DATASET": "\x00"}), missing: []string{"BIGQUERY_DATASET"}},
 
+		// NATS JetStream instead of Pub/Sub
+		{
+			name: "serve on nats needs NATS_URL, no PUBSUB_*",
+			role: config.RoleServe,
+			env:  with(serveEnv(), map[string]string{"NATS_URL": "nats://nats:4222", "PUBSUB_PROJECT": "\x00", "PUBSUB_TOPIC": "\x00"}),
+		},
+		{
+			name:    "serve with COHORT_BUS=nats and no NATS_URL",
+			role:    config.RoleServe,
+			env:     with(serveEnv(), map[string]string{"COHORT_BUS": "nats"}),
+			missing: []string{"NATS_URL"},
+		},
+		{
+			name: "worker on nats needs no PUBSUB_SUBSCRIPTION",
+			role: config.RoleWorker,
+			env:  with(workerEnv(), map[string]string{"NATS_URL": "nats://nats:4222", "PUBSUB_SUBSCRIPTION": "\x00", "PUBSUB_PROJECT": "\x00"}),
+		},
+		{
+			name:    "COHORT_BUS=pubsub wins over NATS_URL",
+			role:    config.RoleWorker,
+			env:     with(workerEnv(), map[string]string{"COHORT_BUS": "pubsub", "NATS_URL": "nats://nats:4222", "PUBSUB_SUBSCRIPTION": "\x00"}),
+			missing: []string{"PUBSUB_SUBSCRIPTION"},
+		},
+
 		// migrate
 		{name: "migrate with only DATABASE_URL", role: config.RoleMigrate, env: map[string]string{"DATABASE_URL": "postgres://x/y"}},
 		{name: "migrate without DATABASE_URL", role: config.RoleMigrate, env: map[string]string{}, missing: []string{"DATABASE_URL"}},
@@ -556,6 +608,11 @@ func TestValidateRejectsBadValues(t *testing.T) {
 		{name: "negative body cap", role: config.RoleServe, env: with(serveEnv(), map[string]string{"COHORT_MAX_BODY_BYTES": "-1"}), mention: "COHORT_MAX_BODY_BYTES"},
 		{name: "no loader flushers", role: config.RoleDev, env: map[string]string{"COHORT_LOADER_FLUSHERS": "0"}, mention: "COHORT_LOADER_FLUSHERS"},
 		{name: "too many loader streams", role: config.RoleDev, env: map[string]string{"COHORT_LOADER_STREAMS": "65"}, mention: "COHORT_LOADER_STREAMS"},
+		{name: "unknown bus", role: config.RoleServe, env: with(serveEnv(), map[string]string{"COHORT_BUS": "kafka"}), mention: "COHORT_BUS"},
+		{name: "zero stream bytes", role: config.RoleDev, env: map[string]string{"NATS_STREAM_MAX_BYTES": "0"}, mention: "NATS_STREAM_MAX_BYTES"},
+		{name: "negative stream age", role: config.RoleDev, env: map[string]string{"NATS_STREAM_MAX_AGE": "-1h"}, mention: "NATS_STREAM_MAX_AGE"},
+		{name: "six replicas", role: config.RoleServe, env: with(serveEnv(), map[string]string{"NATS_STREAM_REPLICAS": "6"}), mention: "NATS_STREAM_REPLICAS"},
+		{name: "sub-second ack wait", role: config.RoleDev, env: map[string]string{"NATS_ACK_WAIT": "500ms"}, mention: "NATS_ACK_WAIT"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -576,6 +633,26 @@ func TestValidateRejectsBadValues(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tt.mention) {
 				t.Fatalf("error %q does not name %s", err, tt.mention)
+			}
+		})
+	}
+}
+
+func TestEventBus(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"nothing set", map[string]string{}, "pubsub"},
+		{"pubsub project", map[string]string{"PUBSUB_PROJECT": "p"}, "pubsub"},
+		{"nats url", map[string]string{"NATS_URL": "nats://n:4222"}, "nats"},
+		{"explicit pubsub over a nats url", map[string]string{"NATS_URL": "nats://n:4222", "COHORT_BUS": "pubsub"}, "pubsub"},
+		{"explicit nats", map[string]string{"COHORT_BUS": "nats"}, "nats"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := mustLoad(t, tc.env).EventBus(); got != tc.want {
+				t.Fatalf("EventBus() = %q, want %q", got, tc.want)
 			}
 		})
 	}

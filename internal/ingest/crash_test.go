@@ -40,23 +40,42 @@ func TestCrashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// PUBSUB_EMULATOR_HOST points the client at the parent's pstest server.
-	b, err := bus.Open(ctx, bus.Config{Project: crashProject, Topic: crashTopic, Subscription: crashSub})
-	if err != nil {
-		t.Fatal(err)
-	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	var recv bus.Receiver
+	switch os.Getenv("COHORT_CRASH_BUS") {
+	case "nats":
+		n, err := bus.OpenNATS(ctx, bus.NATSConfig{URL: os.Getenv("COHORT_CRASH_NATS_URL"), AckWait: 10 * time.Second}, logger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = n.Close() }()
+		recv = n
+	default:
+		// PUBSUB_EMULATOR_HOST points the client at the parent's pstest server.
+		b, err := bus.OpenPubSub(ctx, bus.PubSubConfig{Project: crashProject, Topic: crashTopic, Subscription: crashSub})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = b.Close() }()
+		recv = b
+	}
 	errlog := ingest.NewErrorLog(pool, logger, time.Now)
 	sink := ingest.NewSink(pool, whpg.New(pool))
-	l := ingest.NewLoader(b.Client().Subscriber(crashSub), sink, pool, errlog, logger, ingest.LoaderConfig{})
+	l := ingest.NewLoader(recv, sink, pool, errlog, logger, ingest.LoaderConfig{})
 	if err := l.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // A loader process is SIGKILLed twice while 1,000,000 events flow; every accepted event ends up in
-// the warehouse exactly once.
+// the warehouse exactly once. On both buses.
 func TestLoaderSurvivesKills(t *testing.T) {
+	for _, kind := range busKinds {
+		t.Run(kind, func(t *testing.T) { testLoaderSurvivesKills(t, kind) })
+	}
+}
+
+func testLoaderSurvivesKills(t *testing.T, kind string) {
 	total := 1_000_000
 	if testing.Short() {
 		total = 100_000
@@ -70,12 +89,20 @@ func TestLoaderSurvivesKills(t *testing.T) {
 	}
 	defer pool.Close()
 
-	tbus := startTestBus(t, crashProject, crashTopic, crashSub, 10*time.Second)
-	emb, pub := tbus.emb, tbus.pub
+	var tbus *testBus
+	childEnv := []string{"COHORT_CRASH_BUS=" + kind}
+	if kind == "nats" {
+		tbus = startTestNATS(t, 10*time.Second)
+		childEnv = append(childEnv, "COHORT_CRASH_NATS_URL="+tbus.nats.ClientURL())
+	} else {
+		tbus = startTestBus(t, crashProject, crashTopic, crashSub, 10*time.Second)
+		childEnv = append(childEnv, "PUBSUB_EMULATOR_HOST="+tbus.emb.Addr())
+	}
+	pub := tbus.pub
 
 	startChild := func() *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "COHORT_CRASH_CHILD=1", "COHORT_CRASH_DB="+dbURL, "PUBSUB_EMULATOR_HOST="+emb.Addr())
+		cmd.Env = append(append(os.Environ(), "COHORT_CRASH_CHILD=1", "COHORT_CRASH_DB="+dbURL), childEnv...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

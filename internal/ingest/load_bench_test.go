@@ -20,8 +20,9 @@ import (
 	whpg "github.com/cohort-dev/cohort/internal/warehouse/postgres"
 )
 
-// BenchmarkLoad measures end-to-end loading into the embedded warehouse: events already on the
-// bus (pstest) are pulled, deduplicated, stored, merged into profiles and rolled up. Each
+// BenchmarkLoad measures end-to-end loading into the embedded warehouse, from each bus in turn
+// (bus=pubsub: pstest; bus=nats: embedded NATS JetStream with file storage, as cohort dev runs
+// it), each into a database of its own: events already on the bus are pulled, deduplicated, stored, merged into profiles and rolled up. Each
 // iteration publishes COHORT_BENCH_EVENTS events (default 200,000) of COHORT_BENCH_USERS users
 // (default a tenth of the events) and loads them into the same tables, so -benchtime Nx loads N
 // times as many in all. The metrics are events/s over the loading time (publishing is not
@@ -32,12 +33,22 @@ import (
 // (10M events of 1M users into one database; what pstest keeps is cleared between iterations), or
 // COHORT_BENCH_EVENTS=10000000 -benchtime 1x in one go, where pstest holds 20,000 messages (about
 // 5 GB) and spends much of the process's CPU scanning its backlog on every delivery.
+// COHORT_BENCH_BUS=pubsub or nats runs one bus only.
 func BenchmarkLoad(b *testing.B) {
+	for _, kind := range busKinds {
+		if only := os.Getenv("COHORT_BENCH_BUS"); only != "" && only != kind {
+			continue
+		}
+		b.Run("bus="+kind, func(b *testing.B) { benchLoad(b, kind) })
+	}
+}
+
+func benchLoad(b *testing.B, kind string) {
 	const perMessage = 500
 	ctx := context.Background()
 	perIter, users, pool := loadSetup(b, perMessage)
-	tbus := startTestBus(b, "bench", "events", "loader", 0)
-	bs, pub := tbus.bus, tbus.pub
+	tbus := startBus(b, kind, 0)
+	pub := tbus.pub
 	logger := slog.New(slog.DiscardHandler)
 	errlog := ingest.NewErrorLog(pool, logger, time.Now)
 	sink := ingest.NewSink(pool, whpg.New(pool))
@@ -64,7 +75,7 @@ func BenchmarkLoad(b *testing.B) {
 		cpu0 := sampleCPU(ctx, b, pool)
 		start := time.Now()
 		lctx, cancel := context.WithCancel(ctx)
-		l := ingest.NewLoader(bs.Client().Subscriber("loader"), sink, pool, errlog, logger, ingest.LoaderConfig{
+		l := ingest.NewLoader(tbus.recv, sink, pool, errlog, logger, ingest.LoaderConfig{
 			MaxBatchEvents: envInt(b, "COHORT_BENCH_BATCH", 0), Flushers: envInt(b, "COHORT_BENCH_FLUSHERS", 0),
 			Streams: envInt(b, "COHORT_BENCH_STREAMS", 0)})
 		done := make(chan error, 1)
@@ -93,7 +104,9 @@ func BenchmarkLoad(b *testing.B) {
 		// Every message is acknowledged and the loader stopped: drop what pstest keeps of them
 		// (it holds every published message for the life of the process), so the next
 		// iterations do not pay the garbage collection of all the earlier ones.
-		tbus.emb.Server().ClearMessages()
+		if tbus.emb != nil {
+			tbus.emb.Server().ClearMessages()
+		}
 		var stored int
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM warehouse.events`).Scan(&stored); err != nil {
 			b.Fatal(err)

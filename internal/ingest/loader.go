@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"cloud.google.com/go/pubsub/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cohort-dev/cohort/internal/bus"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 )
 
@@ -33,18 +33,24 @@ type LoaderConfig struct {
 	// into this many partitions by user, each written by its own flusher, so concurrent batches
 	// never update the same user's profile and rollup rows and do not wait for each other's locks.
 	Flushers int
-	// Streams is how many StreamingPull streams receive (default 4). The Pub/Sub emulator (pstest)
-	// hands each stream one message per 10 ms delivery pass, so one stream caps a loader at 100
-	// messages (50k events of full batches) a second; with the service, more streams spread a
-	// large backlog's delivery over more connections.
+	// Streams is how many Pub/Sub StreamingPull streams receive (default 4): the Pub/Sub
+	// emulator (pstest) hands each stream one message per delivery pass, so one stream caps a
+	// loader's intake; with the service, more streams spread a large backlog's delivery over more
+	// connections. NATS pulls on one subscription.
 	Streams int
+	// MaxOutstandingBytes bounds the messages received and not yet acked (default 64 MiB): a
+	// backlog waits in the bus, not in this process's memory.
+	MaxOutstandingBytes int
+	// DrainTimeout bounds how long a stopping loader keeps storing what it holds (default 5s);
+	// what is left then goes back to the bus, which delivers it again on the next start.
+	DrainTimeout time.Duration
 }
 
-// Loader pulls event messages from the subscription and applies them through the Sink, acking a
+// Loader receives event messages from the bus and applies them through the Sink, acking a
 // message only after all its events are committed. A crash at any moment loses nothing (unacked
 // messages are redelivered) and stores nothing twice (the Sink dedupes on event id).
 type Loader struct {
-	sub    *pubsub.Subscriber
+	recv   bus.Receiver
 	sink   *Sink
 	pool   *pgxpool.Pool
 	errlog *ErrorLog
@@ -70,13 +76,13 @@ type partition struct {
 // when every one of them has committed its share, and nacked (or dead-lettered) as soon as one
 // fails. The fields are guarded by Loader.mu.
 type delivery struct {
-	m       *pubsub.Message
+	m       *bus.Message
 	left    int  // partitions that have yet to commit their share
 	settled bool // acked, nacked or dead-lettered
 }
 
-// NewLoader builds a loader over sub.
-func NewLoader(sub *pubsub.Subscriber, sink *Sink, pool *pgxpool.Pool, errlog *ErrorLog, logger *slog.Logger, cfg LoaderConfig) *Loader {
+// NewLoader builds a loader that receives from recv.
+func NewLoader(recv bus.Receiver, sink *Sink, pool *pgxpool.Pool, errlog *ErrorLog, logger *slog.Logger, cfg LoaderConfig) *Loader {
 	if cfg.MaxBatchEvents <= 0 {
 		cfg.MaxBatchEvents = defaultMaxBatchEvents
 	}
@@ -92,12 +98,15 @@ func NewLoader(sub *pubsub.Subscriber, sink *Sink, pool *pgxpool.Pool, errlog *E
 	if cfg.Streams <= 0 {
 		cfg.Streams = 4
 	}
+	if cfg.MaxOutstandingBytes <= 0 {
+		cfg.MaxOutstandingBytes = 64 << 20
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 5 * time.Second
+	}
 	host, _ := os.Hostname()
-	sub.ReceiveSettings.NumGoroutines = cfg.Streams
-	sub.ReceiveSettings.MaxOutstandingMessages = 4 * cfg.MaxBatchEvents
-	sub.ReceiveSettings.MaxOutstandingBytes = 256 << 20
 	l := &Loader{
-		sub: sub, sink: sink, pool: pool, errlog: errlog, log: logger, cfg: cfg,
+		recv: recv, sink: sink, pool: pool, errlog: errlog, log: logger, cfg: cfg,
 		id:       "loader-" + host + "-" + strconv.Itoa(os.Getpid()),
 		attempts: map[string]int{},
 	}
@@ -109,7 +118,8 @@ func NewLoader(sub *pubsub.Subscriber, sink *Sink, pool *pgxpool.Pool, errlog *E
 
 func (l *Loader) Name() string { return "event loader" }
 
-// Run receives until ctx ends; pending messages at shutdown are flushed or left unacked.
+// Run receives until ctx ends. Then it stores what it holds for at most DrainTimeout and hands
+// the rest back to the bus (nack), which delivers it again: nothing accepted is lost either way.
 func (l *Loader) Run(ctx context.Context) error {
 	flushCtx, stopFlush := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopFlush()
@@ -118,22 +128,55 @@ func (l *Loader) Run(ctx context.Context) error {
 		wg.Go(func() { l.flushLoop(ctx, flushCtx, p) })
 	}
 	wg.Go(func() { l.heartbeat(ctx) })
-	err := l.sub.Receive(ctx, func(_ context.Context, m *pubsub.Message) { l.add(m) })
+	settings := bus.ReceiveSettings{
+		MaxOutstandingMessages: 4 * l.cfg.MaxBatchEvents,
+		MaxOutstandingBytes:    l.cfg.MaxOutstandingBytes,
+		Streams:                l.cfg.Streams,
+	}
+	err := l.recv.Receive(ctx, settings, func(m *bus.Message) { l.add(ctx, m) })
 	wg.Wait()
-	for _, p := range l.parts { // what Receive handed us before it returned
+	// What Receive handed us before it returned, within the drain budget.
+	drainCtx, cancel := context.WithTimeout(flushCtx, l.cfg.DrainTimeout)
+	defer cancel()
+	for _, p := range l.parts {
 		wg.Go(func() {
-			for l.flush(flushCtx, p) > 0 {
+			for drainCtx.Err() == nil && l.flush(drainCtx, p) > 0 {
 			}
 		})
 	}
 	wg.Wait()
+	if n := l.handBack(); n > 0 {
+		l.log.Info("loader stopped with messages left; the bus delivers them again", "messages", n)
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("receive: %w", err)
 	}
 	return nil
 }
 
-func (l *Loader) add(m *pubsub.Message) {
+// handBack nacks every pending message that is not settled yet and returns how many it nacked.
+func (l *Loader) handBack() int {
+	var back []*delivery
+	l.mu.Lock()
+	for _, p := range l.parts {
+		for _, d := range p.pending {
+			if !d.settled {
+				d.settled = true
+				back = append(back, d)
+			}
+		}
+		p.pending, p.decoded, p.nEvents = nil, nil, 0
+	}
+	l.mu.Unlock()
+	for _, d := range back {
+		d.m.Nack()
+	}
+	return len(back)
+}
+
+// add takes a received message; ctx is the receiving context, so a stopping loader does not wait
+// for a dead-letter write (the message is then delivered again).
+func (l *Loader) add(ctx context.Context, m *bus.Message) {
 	var msg Message
 	if err := decodeMessage(m.Data, &msg); err != nil || msg.V != MessageVersion {
 		reason := "undecodable message"
@@ -142,7 +185,7 @@ func (l *Loader) add(m *pubsub.Message) {
 		} else {
 			reason += ": unknown version " + strconv.Itoa(msg.V)
 		}
-		l.deadLetter(context.Background(), m, msg.TenantID, reason, 1)
+		l.deadLetter(ctx, m, msg.TenantID, reason, 1)
 		return
 	}
 	if len(msg.Events) == 0 { // nothing to store
@@ -345,7 +388,7 @@ func (l *Loader) failed(ctx context.Context, d *delivery, events []warehouse.Eve
 	l.deadLetter(ctx, m, tenant, err.Error(), n)
 }
 
-func (l *Loader) deadLetter(ctx context.Context, m *pubsub.Message, tenantID int64, reason string, attempts int) {
+func (l *Loader) deadLetter(ctx context.Context, m *bus.Message, tenantID int64, reason string, attempts int) {
 	var tenant any
 	if tenantID > 0 {
 		tenant = tenantID

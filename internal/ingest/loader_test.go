@@ -74,11 +74,11 @@ func (h *logRecorder) count(prefix string) int {
 
 // loaderEnv is a pstest server with a topic and subscription, a fresh database, and a loader.
 type loaderEnv struct {
-	emb    *bus.Embedded
-	bus    *bus.Bus
+	emb    *bus.EmbeddedPubSub
+	bus    *bus.PubSub
 	pool   *pgxpool.Pool
 	errlog *ingest.ErrorLog
-	pub    *ingest.PubSubPublisher
+	pub    *ingest.BusPublisher
 	raw    *pubsub.Publisher
 	logs   *logRecorder
 	loader *ingest.Loader
@@ -95,7 +95,7 @@ func newLoaderEnv(t *testing.T, cfg ingest.LoaderConfig) *loaderEnv {
 	t.Cleanup(env.raw.Stop)
 	env.errlog = newErrorLog(t, env.pool, time.Now)
 	sink := ingest.NewSink(env.pool, whpg.New(env.pool))
-	env.loader = ingest.NewLoader(b.Client().Subscriber("events-loader"), sink, env.pool, env.errlog, slog.New(env.logs), cfg)
+	env.loader = ingest.NewLoader(b, sink, env.pool, env.errlog, slog.New(env.logs), cfg)
 	return env
 }
 
