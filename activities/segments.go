@@ -21,6 +21,7 @@ const (
 	ErrTypeSegmentGone      = "SegmentNotFound"
 	ErrTypeNoDefinition     = "SegmentNoDefinition"
 	ErrTypeInvalidSegment   = "SegmentInvalid"
+	ErrTypeNotDraftable     = "SegmentNotDraftable" // details: the code of segment.Draftable's error
 	ErrTypeEmptySeed        = "LookalikeEmptySeed"
 	ErrTypeInvalidLLMOutput = "InvalidLLMOutput"
 )
@@ -182,11 +183,14 @@ func (a *Segments) DraftDefinition(ctx context.Context, in DraftInput) (DraftRes
 	if err != nil {
 		return DraftResult{}, permanent(err)
 	}
-	if seg.SegmentType != segment.KindAI {
-		return DraftResult{}, temporal.NewNonRetryableApplicationError("only ai segments are drafted", ErrTypeInvalidSegment, nil)
-	}
-	if seg.Description == "" {
-		return DraftResult{}, temporal.NewNonRetryableApplicationError("the segment has no description to draft from", ErrTypeInvalidSegment, nil)
+	if err := seg.Draftable(); err != nil {
+		// The code (not_ai_segment, no_description) travels as the error's details.
+		var ce *errs.CodedError
+		code := ""
+		if errors.As(err, &ce) {
+			code = ce.Code
+		}
+		return DraftResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeNotDraftable, nil, code)
 	}
 	hints, err := a.Svc.Hints(ctx, in.TenantID)
 	if err != nil {

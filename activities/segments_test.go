@@ -1,14 +1,17 @@
 package activities
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/segment"
+	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 func TestPermanent(t *testing.T) {
@@ -48,5 +51,42 @@ func TestPermanent(t *testing.T) {
 	}
 	if permanent(nil) != nil {
 		t.Error("permanent(nil) is not nil")
+	}
+}
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// TestDraftDefinitionNotDraftable: the drafting activity is the one place that checks a segment
+// can be drafted (segment.Draftable); its code reaches the API through the error's details.
+func TestDraftDefinitionNotDraftable(t *testing.T) {
+	db := testenv.OpenDB(t)
+	tenant := testenv.Tenant(t, db, "acme")
+	svc := segment.NewService(db.Gorm, db.Pool, time.Now, nil)
+	a := &Segments{Svc: svc}
+	ctx := context.Background()
+	blank := " \n "
+	cases := []struct {
+		name, typ, description, wantCode string
+	}{
+		{"rule segment", segment.KindRule, "people who buy", "not_ai_segment"},
+		{"ai without description", segment.KindAI, "", "no_description"},
+		{"ai with a blank description", segment.KindAI, blank, "no_description"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			seg, err := svc.Create(ctx, tenant, segment.CreateInput{Name: tc.name, Tenant: &tenant, SegmentType: tc.typ, Description: tc.description})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = a.DraftDefinition(ctx, DraftInput{TenantID: tenant, SegmentID: seg.ID})
+			var app *temporal.ApplicationError
+			if !errors.As(err, &app) || app.Type() != ErrTypeNotDraftable || !app.NonRetryable() {
+				t.Fatalf("DraftDefinition = %v, want a non-retryable %s", err, ErrTypeNotDraftable)
+			}
+			var code string
+			if err := app.Details(&code); err != nil || code != tc.wantCode {
+				t.Fatalf("details = %q (%v), want %s", code, err, tc.wantCode)
+			}
+		})
 	}
 }

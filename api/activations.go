@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -12,17 +11,10 @@ import (
 	"github.com/cohort-dev/cohort/internal/errs"
 )
 
-// ActivationJobs starts sync workflows (workflows.SyncJobs in production).
-type ActivationJobs interface {
-	Sync(ctx context.Context, tenantID, segmentID, connectorID, syncRunID int64) error
-}
-
-// ActivationsDeps are the activation endpoints' dependencies.
+// ActivationsDeps are the activation endpoints' dependencies. The service starts manual syncs
+// (connector.Options.Starter).
 type ActivationsDeps struct {
 	Service *connector.Service
-	Jobs    ActivationJobs
-	// SyncWorkflowID names the workflow of a manual sync run (workflows.ManualSyncID).
-	SyncWorkflowID func(tenantID, connectorID, syncRunID int64) string
 }
 
 const maxConnectorBody = 64 << 10
@@ -132,27 +124,18 @@ type SyncQueued struct {
 	WorkflowID string `json:"workflow_id"`
 }
 
-// syncConnector queues a sync now, whatever the connector's status.
+// syncConnector queues a sync now, whatever the connector's status, and starts its workflow.
 func (s *Server) syncConnector(c *gin.Context) {
 	id, ok := pathID(c, "id")
 	if !ok {
 		return
 	}
-	ctx := c.Request.Context()
-	tenant := mustCredential(c).TenantID
-	run, err := s.d.Activations.Service.QueueSync(ctx, tenant, id, func(runID int64) string {
-		return s.d.Activations.SyncWorkflowID(tenant, id, runID)
-	})
+	run, err := s.d.Activations.Service.RequestSync(c.Request.Context(), mustCredential(c).TenantID, id)
 	if err != nil {
 		abort(c, err)
 		return
 	}
-	if err := s.d.Activations.Jobs.Sync(ctx, tenant, run.SegmentID, id, run.ID); err != nil {
-		_ = s.d.Activations.Service.FailQueued(context.WithoutCancel(ctx), tenant, run.ID, "the sync could not be started: workflows unavailable")
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusAccepted, SyncQueued{Status: "queued", RunID: run.ID, WorkflowID: run.WorkflowID})
+	c.JSON(http.StatusAccepted, SyncQueued{Status: run.Status, RunID: run.ID, WorkflowID: run.WorkflowID})
 }
 
 func (s *Server) connectorRuns(c *gin.Context) {

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -12,16 +11,10 @@ import (
 	"github.com/cohort-dev/cohort/internal/errs"
 )
 
-// ProductSegmentJobs starts product segment workflows (workflows.ProductSegmentJobs in
-// production).
-type ProductSegmentJobs interface {
-	Compute(ctx context.Context, tenantID, segmentID int64) (string, error)
-}
-
-// ProductSegmentsDeps are the product segment endpoints' dependencies.
+// ProductSegmentsDeps are the product segment endpoints' dependencies. The service starts
+// computes (its prodseg.ComputeStarter).
 type ProductSegmentsDeps struct {
 	Service *prodseg.Service
-	Jobs    ProductSegmentJobs
 }
 
 const maxProductSegmentBody = 256 << 10
@@ -129,23 +122,15 @@ type productSegmentComputeResponse struct {
 	WorkflowID string `json:"workflow_id"`
 }
 
-// computeProductSegment marks the segment queued and signals its compute workflow with start.
-// When Temporal cannot be reached the segment shows the failure in last_error instead of staying
-// queued.
+// computeProductSegment requests a compute (prodseg.Service.RequestCompute: queued, then the
+// workflow started or signalled; a failed start shows in last_error instead of staying queued).
 func (s *Server) computeProductSegment(c *gin.Context) {
 	id, ok := pathID(c, "id")
 	if !ok {
 		return
 	}
-	ctx := c.Request.Context()
-	tenant := mustCredential(c).TenantID
-	if _, err := s.d.ProductSegments.Service.MarkQueued(ctx, tenant, id); err != nil {
-		abort(c, err)
-		return
-	}
-	wf, err := s.d.ProductSegments.Jobs.Compute(ctx, tenant, id)
+	wf, err := s.d.ProductSegments.Service.RequestCompute(c.Request.Context(), mustCredential(c).TenantID, id)
 	if err != nil {
-		_ = s.d.ProductSegments.Service.MarkError(ctx, tenant, id, "could not start the compute: the workflow service is unavailable")
 		abort(c, err)
 		return
 	}

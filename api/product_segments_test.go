@@ -24,7 +24,7 @@ type fakeProductSegmentJobs struct {
 	err   error
 }
 
-func (j *fakeProductSegmentJobs) Compute(_ context.Context, tenantID, segmentID int64) (string, error) {
+func (j *fakeProductSegmentJobs) StartCompute(_ context.Context, tenantID, segmentID int64) (string, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.calls = append(j.calls, [2]int64{tenantID, segmentID})
@@ -55,11 +55,11 @@ func productSegmentServer(t *testing.T) *productSegmentEnv {
 	t.Helper()
 	f := newFixture(t)
 	cat := catalog.NewService(f.db.Pool, time.Now)
-	svc := prodseg.NewService(f.db.Pool, cat, time.Now)
 	jobs := &fakeProductSegmentJobs{}
+	svc := prodseg.NewService(f.db.Pool, cat, jobs, time.Now)
 	ts := serve(t, f.newServer(t, func(d *Deps) {
 		d.Catalog = &CatalogDeps{Service: cat}
-		d.ProductSegments = &ProductSegmentsDeps{Service: svc, Jobs: jobs}
+		d.ProductSegments = &ProductSegmentsDeps{Service: svc}
 	}))
 	var products []string
 	for i := 1; i <= 12; i++ {
@@ -275,7 +275,8 @@ func TestProductSegmentsAPIErrors(t *testing.T) {
 			status: 400, code: "validation_failed", fields: []string{"conditions[1].conditions[0].value[1]"}},
 		{name: "preview without a body", method: "POST", target: "/api/product-segments/preview/", body: ``, status: 400, code: "validation_failed", fields: []string{"definition"}},
 		{name: "preview with malformed JSON", method: "POST", target: "/api/product-segments/preview/", body: `{"conditions":[`, status: 400, code: "validation_failed", fields: []string{"definition"}},
-		{name: "preview with the definition wrapped", method: "POST", target: "/api/product-segments/preview/", body: `{"definition":` + cond("color", "eq", `"red"`) + `}`, status: 400, code: "validation_failed", fields: []string{"conditions", "definition"}},
+		{name: "wrapped preview with a bad limit", method: "POST", target: "/api/product-segments/preview/", body: `{"definition":` + cond("color", "eq", `"red"`) + `,"limit":101}`, status: 400, code: "validation_failed", fields: []string{"limit"}},
+		{name: "wrapped preview with a nested error", method: "POST", target: "/api/product-segments/preview/", body: `{"definition":` + cond("size", "eq", `"M"`) + `}`, status: 400, code: "validation_failed", fields: []string{"definition.conditions[0].field"}},
 		{name: "preview too deep", method: "POST", target: "/api/product-segments/preview/", body: `{"conditions":[{"conditions":[{"conditions":[{"conditions":[{"conditions":[{"conditions":[{"field":"sku","operator":"eq","value":"a"}]}]}]}]}]}]}`, status: 400, code: "validation_failed", fields: []string{"conditions[0].conditions[0].conditions[0].conditions[0].conditions[0]"}},
 		{name: "preview too large", method: "POST", target: "/api/product-segments/preview/", body: `{"conditions":[],"x":"` + strings.Repeat("x", 300<<10) + `"}`, status: 413, code: "too_large"},
 		{name: "patch with a null definition", method: "PATCH", target: path, body: `{"definition":null}`, status: 400, code: "validation_failed", fields: []string{"definition"}},

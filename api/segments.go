@@ -1,39 +1,27 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/cohort-dev/cohort/internal/blob"
 	"github.com/cohort-dev/cohort/internal/errs"
-	"github.com/cohort-dev/cohort/internal/ingest"
+	"github.com/cohort-dev/cohort/internal/ident"
 	"github.com/cohort-dev/cohort/internal/segment"
 	"github.com/cohort-dev/cohort/internal/segment/export"
 )
 
-// SegmentJobs starts segment workflows (workflows.SegmentJobs in production).
-type SegmentJobs interface {
-	Compute(ctx context.Context, tenantID, segmentID int64) (string, error)
-	Recompute(ctx context.Context, tenantID, segmentID int64) (string, error)
-	Export(ctx context.Context, tenantID, segmentID, exportID int64) error
-	Draft(ctx context.Context, tenantID, segmentID int64) (*segment.Segment, error)
-	SetRefresh(ctx context.Context, tenantID, segmentID int64, every time.Duration) error
-}
-
-// SegmentsDeps are the segment endpoints' dependencies.
+// SegmentsDeps are the segment endpoints' dependencies. The service starts the segment
+// workflows (it is built with their starter).
 type SegmentsDeps struct {
 	Service *segment.Service
 	Cache   *segment.MembershipCache
-	Jobs    SegmentJobs
 	Runner  segment.Runner // nil: the embedded Postgres warehouse
 	Blob    blob.Store
 }
@@ -117,31 +105,13 @@ func (s *Server) patchSegment(c *gin.Context) {
 		abort(c, err)
 		return
 	}
-	ctx := c.Request.Context()
-	tenant := mustCredential(c).TenantID
-	res, err := s.d.Segments.Service.Update(ctx, tenant, id, in)
+	// A new definition recomputes automatically (ai drafts wait for an explicit compute).
+	seg, err := s.d.Segments.Service.Patch(c.Request.Context(), mustCredential(c).TenantID, id, in)
 	if err != nil {
 		abort(c, err)
 		return
 	}
-	if res.RefreshChanged {
-		every := time.Duration(0)
-		if res.Segment.RefreshEverySecs != nil {
-			every = time.Duration(*res.Segment.RefreshEverySecs) * time.Second
-		}
-		if err := s.d.Segments.Jobs.SetRefresh(ctx, tenant, id, every); err != nil {
-			abort(c, err)
-			return
-		}
-	}
-	// A new definition recomputes automatically (ai drafts wait for an explicit compute).
-	if res.DefinitionChanged {
-		if res.Segment, _, err = s.queueCompute(ctx, tenant, id, s.d.Segments.Jobs.Recompute); err != nil {
-			abort(c, err)
-			return
-		}
-	}
-	c.JSON(http.StatusOK, res.Segment)
+	c.JSON(http.StatusOK, seg)
 }
 
 func (s *Server) deleteSegment(c *gin.Context) {
@@ -149,20 +119,7 @@ func (s *Server) deleteSegment(c *gin.Context) {
 	if !ok {
 		return
 	}
-	ctx := c.Request.Context()
-	tenant := mustCredential(c).TenantID
-	seg, err := s.d.Segments.Service.Get(ctx, tenant, id)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	if seg.RefreshEverySecs != nil {
-		if err := s.d.Segments.Jobs.SetRefresh(ctx, tenant, id, 0); err != nil {
-			abort(c, err)
-			return
-		}
-	}
-	if err := s.d.Segments.Service.Delete(ctx, tenant, id); err != nil {
+	if err := s.d.Segments.Service.Delete(c.Request.Context(), mustCredential(c).TenantID, id); err != nil {
 		abort(c, err)
 		return
 	}
@@ -182,11 +139,7 @@ func (s *Server) previewSegment(c *gin.Context) {
 	}
 	limit := segment.DefaultPreviewLimit
 	if in.Limit != nil {
-		if *in.Limit < 0 || *in.Limit > segment.MaxPreviewLimit {
-			abort(c, errs.Invalid("limit", "must be an integer from 0 to 100"))
-			return
-		}
-		limit = *in.Limit
+		limit = *in.Limit // the service checks the range
 	}
 	out, err := s.d.Segments.Service.Preview(c.Request.Context(), mustCredential(c).TenantID, in.Definition, limit, s.d.Segments.Runner)
 	if err != nil {
@@ -207,28 +160,12 @@ func (s *Server) computeSegment(c *gin.Context) {
 	if !ok {
 		return
 	}
-	_, wf, err := s.queueCompute(c.Request.Context(), mustCredential(c).TenantID, id, s.d.Segments.Jobs.Compute)
+	_, wf, err := s.d.Segments.Service.Compute(c.Request.Context(), mustCredential(c).TenantID, id)
 	if err != nil {
 		abort(c, err)
 		return
 	}
 	c.JSON(http.StatusAccepted, computeResponse{Status: segment.StatusQueued, SegmentID: id, WorkflowID: wf})
-}
-
-// queueCompute marks the segment queued and signals its compute workflow with start (Jobs.Compute
-// or Jobs.Recompute). When Temporal cannot be reached the segment shows the failure in last_error
-// instead of staying queued.
-func (s *Server) queueCompute(ctx context.Context, tenant, id int64, start func(context.Context, int64, int64) (string, error)) (*segment.Segment, string, error) {
-	seg, err := s.d.Segments.Service.MarkQueued(ctx, tenant, id)
-	if err != nil {
-		return nil, "", err
-	}
-	wf, err := start(ctx, tenant, id)
-	if err != nil {
-		_ = s.d.Segments.Service.MarkError(ctx, tenant, id, "could not start the compute: the workflow service is unavailable")
-		return nil, "", err
-	}
-	return seg, wf, nil
 }
 
 type membershipResponse struct {
@@ -238,10 +175,10 @@ type membershipResponse struct {
 }
 
 func (s *Server) segmentMembership(c *gin.Context) {
-	// Any user id ingestion accepts can be looked up.
+	// A user id is looked up when ingestion would accept it: the same rule.
 	user := c.Query("user_id")
-	if user == "" || utf8.RuneCountInString(user) > ingest.MaxUserIDLen {
-		abort(c, errs.Invalid("user_id", fmt.Sprintf("is required, at most %d characters", ingest.MaxUserIDLen)))
+	if err := ident.CheckUserID(user); err != nil {
+		abort(c, &errs.ValidationError{Code: "invalid_user_id", Fields: map[string]string{"user_id": err.Error()}})
 		return
 	}
 	ids, cached, err := s.d.Segments.Cache.Lookup(c.Request.Context(), mustCredential(c).TenantID, user)
@@ -293,15 +230,8 @@ func (s *Server) startSegmentExport(c *gin.Context) {
 		abort(c, err)
 		return
 	}
-	ctx := c.Request.Context()
-	tenant := mustCredential(c).TenantID
-	e, err := s.d.Segments.Service.CreateExport(ctx, tenant, id, in)
+	e, err := s.d.Segments.Service.StartExport(c.Request.Context(), mustCredential(c).TenantID, id, in)
 	if err != nil {
-		abort(c, err)
-		return
-	}
-	if err := s.d.Segments.Jobs.Export(ctx, tenant, id, e.ID); err != nil {
-		_ = s.d.Segments.Service.FailExport(ctx, tenant, e.ID, "could not start the export: the workflow service is unavailable")
 		abort(c, err)
 		return
 	}
@@ -375,22 +305,7 @@ func (s *Server) draftSegment(c *gin.Context) {
 	if !ok {
 		return
 	}
-	ctx := c.Request.Context()
-	tenant := mustCredential(c).TenantID
-	seg, err := s.d.Segments.Service.Get(ctx, tenant, id)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	if seg.SegmentType != segment.KindAI {
-		abort(c, errs.Coded(errs.ErrInvalid, "not_ai_segment", "only segments of type ai are drafted from their description"))
-		return
-	}
-	if strings.TrimSpace(seg.Description) == "" {
-		abort(c, errs.Coded(errs.ErrInvalid, "no_description", "the segment has no description to draft from; PATCH one first"))
-		return
-	}
-	out, err := s.d.Segments.Jobs.Draft(ctx, tenant, id)
+	out, err := s.d.Segments.Service.Draft(c.Request.Context(), mustCredential(c).TenantID, id)
 	if err != nil {
 		abort(c, err)
 		return

@@ -108,14 +108,19 @@ func ActivationSync(ctx workflow.Context, in ActivationSyncInput) (ActivationSyn
 	return out, err
 }
 
-// SyncJobs starts on-demand syncs (the API's side of activations).
+// SyncJobs starts on-demand syncs (the API's side of activations): connector.SyncStarter.
 type SyncJobs struct {
 	Client    client.Client
 	TaskQueue string
 }
 
-// Sync starts the workflow of a queued manual sync run.
-func (j *SyncJobs) Sync(ctx context.Context, tenantID, segmentID, connectorID, syncRunID int64) error {
+// SyncWorkflowID names the workflow of a manual sync run (ManualSyncID).
+func (j *SyncJobs) SyncWorkflowID(tenantID, connectorID, syncRunID int64) string {
+	return ManualSyncID(tenantID, connectorID, syncRunID)
+}
+
+// StartSync starts the workflow of a queued manual sync run.
+func (j *SyncJobs) StartSync(ctx context.Context, tenantID, segmentID, connectorID, syncRunID int64) error {
 	_, err := j.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       ManualSyncID(tenantID, connectorID, syncRunID),
 		TaskQueue:                j.TaskQueue,

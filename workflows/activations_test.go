@@ -428,7 +428,7 @@ func (r *startRecorder) ExecuteWorkflow(_ context.Context, o client.StartWorkflo
 func TestSyncJobsStartsTheManualSync(t *testing.T) {
 	rec := &startRecorder{}
 	jobs := &SyncJobs{Client: rec, TaskQueue: "cohort"}
-	if err := jobs.Sync(context.Background(), 7, 42, 3, 12); err != nil {
+	if err := jobs.StartSync(context.Background(), 7, 42, 3, 12); err != nil {
 		t.Fatal(err)
 	}
 	if len(rec.opts) != 1 {
@@ -437,6 +437,9 @@ func TestSyncJobsStartsTheManualSync(t *testing.T) {
 	o := rec.opts[0]
 	if o.ID != "activation-sync:7:3:manual-12" || o.TaskQueue != "cohort" || o.WorkflowIDConflictPolicy != enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING {
 		t.Errorf("start options = %+v", o)
+	}
+	if id := jobs.SyncWorkflowID(7, 3, 12); id != o.ID {
+		t.Errorf("SyncWorkflowID = %q, the started workflow is %q", id, o.ID)
 	}
 	for key, want := range map[string]int64{SearchAttrTenant: 7, SearchAttrSegment: 42, SearchAttrConnector: 3} {
 		if got, ok := o.TypedSearchAttributes.GetInt64(temporal.NewSearchAttributeKeyInt64(key)); !ok || got != want {
@@ -452,7 +455,7 @@ func TestSyncJobsStartsTheManualSync(t *testing.T) {
 	}
 
 	rec.err = errors.New("connection refused")
-	err := jobs.Sync(context.Background(), 7, 42, 3, 13)
+	err := jobs.StartSync(context.Background(), 7, 42, 3, 13)
 	if !errors.Is(err, errs.ErrUnavailable) || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("start failure = %v, want ErrUnavailable wrapping the cause", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -231,31 +232,6 @@ func TestProductEmbeddingJobs(t *testing.T) {
 	}
 }
 
-type fakeQueues struct {
-	tenants []int64
-	err     error
-}
-
-func (q fakeQueues) QueuedTenants(context.Context) ([]int64, error) { return q.tenants, q.err }
-
-func TestSweepEmbeddings(t *testing.T) {
-	rec := &signalRecorder{}
-	jobs := &ProductEmbeddingJobs{Client: rec, TaskQueue: "cohort"}
-	n, err := SweepEmbeddings(context.Background(), jobs, fakeQueues{tenants: []int64{3, 5, 9}})
-	if err != nil || n != 3 || !slices.Equal(rec.ids, []string{"product-embeddings:3", "product-embeddings:5", "product-embeddings:9"}) {
-		t.Fatalf("sweep kicked %d (%v): %v", n, err, rec.ids)
-	}
-	rec = &signalRecorder{err: errors.New("deadline exceeded"), failAt: 2}
-	jobs.Client = rec
-	n, err = SweepEmbeddings(context.Background(), jobs, fakeQueues{tenants: []int64{3, 5, 9}})
-	if n != 1 || len(rec.ids) != 2 || err == nil || !strings.Contains(err.Error(), "tenant 5") {
-		t.Fatalf("sweep with a failing kick: %d kicked, %d calls, %v", n, len(rec.ids), err)
-	}
-	if _, err := SweepEmbeddings(context.Background(), jobs, fakeQueues{err: errors.New("db down")}); err == nil {
-		t.Fatal("no error when the queue cannot be read")
-	}
-}
-
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestProductEmbeddingsEndToEnd runs the real workflow and activity on the embedded Temporal
@@ -266,7 +242,8 @@ func TestProductEmbeddingsEndToEnd(t *testing.T) {
 	db := testenv.OpenDB(t)
 	tc := testenv.Temporal(t)
 	queue := testenv.TaskQueue(t)
-	svc := catalog.NewService(db.Pool, time.Now)
+	jobs := &ProductEmbeddingJobs{Client: tc, TaskQueue: queue}
+	svc := catalog.NewService(db.Pool, time.Now, catalog.WithEmbeddingScheduler(jobs, func(_ int64, err error) { t.Errorf("kick: %v", err) }))
 	local, err := ai.NewLocal(ai.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -278,8 +255,6 @@ func TestProductEmbeddingsEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	jobs := &ProductEmbeddingJobs{Client: tc, TaskQueue: queue}
-	svc.SetEmbeddingScheduler(jobs, func(_ int64, err error) { t.Errorf("kick: %v", err) })
 	tn := testenv.Tenant(t, db, "e2e-embeddings")
 
 	const n = 1200 // three drains
@@ -309,15 +284,20 @@ func TestProductEmbeddingsEndToEnd(t *testing.T) {
 		t.Errorf("workflow result %+v, want %d embedded", res, n+1)
 	}
 
-	// A kick lost: the row is queued but nobody was told. The sweep tells.
+	// A kick lost: the row is queued but nobody was told. The sweeper, run as the worker role
+	// runs it, tells.
 	testenv.Exec(t, db, `INSERT INTO product_embedding_queue (product_id, tenant_id, queued_at)
 		SELECT id, tenant_id, now() FROM products WHERE tenant_id = $1 AND sku = 'P7'`, tn)
 	testenv.Exec(t, db, `DELETE FROM product_embeddings WHERE product_id = (SELECT id FROM products WHERE tenant_id = $1 AND sku = 'P7')`, tn)
-	kicked, err := SweepEmbeddings(ctx, jobs, svc)
-	if err != nil || kicked != 1 {
-		t.Fatalf("sweep kicked %d, %v; want 1", kicked, err)
-	}
+	sweeper := catalog.NewEmbeddingSweeper(svc, jobs, local, time.Hour, slog.New(slog.DiscardHandler))
+	sctx, stop := context.WithCancel(ctx)
+	swept := make(chan error, 1)
+	go func() { swept <- sweeper.Run(sctx) }()
 	waitEmbedded(t, svc, tn, n+1)
+	stop()
+	if err := <-swept; err != nil {
+		t.Fatalf("sweeper: %v", err)
+	}
 }
 
 func waitEmbedded(t *testing.T, svc *catalog.Service, tenantID int64, want int64) {

@@ -26,8 +26,8 @@ type CatalogImportInput struct {
 
 var catalogImports *activities.CatalogImports
 
-// Import activity options: one long activity that heartbeats after every chunk (1,000 rows, well
-// under a second) and resumes at its checkpoint when retried.
+// Import activity options: one long activity that heartbeats after every chunk it commits (far
+// more often than importHeartbeat) and resumes at its checkpoint when retried.
 const (
 	importRunTimeout   = 6 * time.Hour
 	importHeartbeat    = 2 * time.Minute

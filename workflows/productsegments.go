@@ -118,9 +118,9 @@ type ProductSegmentJobs struct {
 	TaskQueue string
 }
 
-// Compute starts the segment's compute, or signals the one running (which joins the request or
-// runs once more), and returns the workflow id.
-func (j *ProductSegmentJobs) Compute(ctx context.Context, tenantID, segmentID int64) (string, error) {
+// StartCompute starts the segment's compute, or signals the one running (which joins the request
+// or runs once more), and returns the workflow id: prodseg.ComputeStarter.
+func (j *ProductSegmentJobs) StartCompute(ctx context.Context, tenantID, segmentID int64) (string, error) {
 	id := ProductSegmentComputeID(tenantID, segmentID)
 	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalCompute, nil, client.StartWorkflowOptions{
 		ID:                       id,

@@ -45,7 +45,8 @@ type SegmentComputeInput struct {
 	SegmentID int64
 }
 
-// SegmentComputeResult is the last run's outcome.
+// SegmentComputeResult is the last run's outcome (of this execution: one that continued as new
+// returns no result).
 type SegmentComputeResult struct {
 	Runs int
 	Last segment.RunResult
@@ -62,6 +63,19 @@ func shortActivity(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// Versions of SegmentCompute's command sequence (workflow.GetVersion).
+const (
+	segmentComputeVersionID = "segment-compute"
+	// segmentComputeContinues: the execution continues as new when the server suggests it or
+	// after segmentComputeMaxRuns runs, and one whose segment is gone ends without recording a
+	// failure (a leftover refresh schedule may start it).
+	segmentComputeContinues = 1
+)
+
+// segmentComputeMaxRuns bounds the runs of one execution, whatever the server suggests, so a
+// segment computed back to back keeps a bounded history.
+const segmentComputeMaxRuns = 100
+
 // SegmentCompute runs a segment's query, loads membership as a diff, updates the segment, bumps
 // the membership cache and fans out to the segment's active activation connectors.
 //
@@ -71,8 +85,14 @@ func shortActivity(ctx workflow.Context) workflow.Context {
 // definition changed) asks for one more run unless the current one has not read the definition
 // yet. So concurrent requests never run the query twice for nothing, and the segment never stays
 // "queued" after the workflow ends.
+//
+// Runs requested back to back would grow one history without bound: after a run with more
+// requests pending, the execution continues as new when the server suggests it (or after
+// segmentComputeMaxRuns runs), having taken every request delivered so far; the new execution
+// starts with the run they asked for.
 func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComputeResult, error) {
 	var out SegmentComputeResult
+	version := workflow.GetVersion(ctx, segmentComputeVersionID, workflow.DefaultVersion, segmentComputeContinues)
 	const (
 		phaseStarting  = iota // BeginCompute has not read the version yet
 		phaseComputing        // the query and the load run
@@ -137,6 +157,11 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 			err = await(workflow.ExecuteActivity(long, seg.Materialize, activities.MaterializeInput{TenantID: in.TenantID, RunID: begun.RunID}), &out.Last)
 		}
 		phase = phaseLoaded
+		if err != nil && version >= segmentComputeContinues && begun.RunID == 0 && isSegmentGone(err) {
+			// Deleted: nothing to compute or to record. Requests for it go with it.
+			workflow.GetLogger(ctx).Info("segment gone; nothing to compute", "error", err)
+			return out, nil
+		}
 		if err != nil {
 			if ferr := workflow.ExecuteActivity(short, seg.FailCompute, activities.FailComputeInput{
 				TenantID: in.TenantID, SegmentID: in.SegmentID, RunID: begun.RunID, Message: failureMessage("compute", err),
@@ -145,6 +170,9 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 			}
 			if !pending() {
 				return out, err
+			}
+			if continueAsNew(ctx, version, out.Runs+1) {
+				return out, workflow.NewContinueAsNewError(ctx, SegmentCompute, in)
 			}
 			continue
 		}
@@ -158,7 +186,23 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 		if !pending() {
 			return out, nil
 		}
+		if continueAsNew(ctx, version, out.Runs) {
+			return out, workflow.NewContinueAsNewError(ctx, SegmentCompute, in)
+		}
 	}
+}
+
+// continueAsNew says whether an execution that has made runs runs (and has requests pending,
+// all taken) continues as new instead of running again.
+func continueAsNew(ctx workflow.Context, version workflow.Version, runs int) bool {
+	return version >= segmentComputeContinues &&
+		(workflow.GetInfo(ctx).GetContinueAsNewSuggested() || runs >= segmentComputeMaxRuns)
+}
+
+// isSegmentGone reports an activity failure saying the segment no longer exists.
+func isSegmentGone(err error) bool {
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.Type() == activities.ErrTypeSegmentGone
 }
 
 // fanOut starts one sync child workflow per active connector of the segment, abandoned so a

@@ -82,7 +82,16 @@ func (j *SegmentJobs) Draft(ctx context.Context, tenantID, segmentID int64) (*se
 			switch app.Type() {
 			case activities.ErrTypeInvalidLLMOutput:
 				return nil, errs.Coded(errs.ErrUnavailable, "ai_output_invalid", "%s", app.Message())
-			case activities.ErrTypeInvalidSegment, activities.ErrTypeSegmentGone:
+			case activities.ErrTypeSegmentGone:
+				return nil, errs.Coded(errs.ErrNotFound, "not_found", "%s", app.Message())
+			case activities.ErrTypeNotDraftable:
+				// The segment's own state (segment.Draftable): its code tells which.
+				code := "not_draftable"
+				if app.HasDetails() {
+					_ = app.Details(&code)
+				}
+				return nil, errs.Coded(errs.ErrInvalid, code, "%s", app.Message())
+			case activities.ErrTypeInvalidSegment:
 				return nil, errs.Coded(errs.ErrInvalid, "not_draftable", "%s", app.Message())
 			}
 		}
@@ -94,35 +103,58 @@ func (j *SegmentJobs) Draft(ctx context.Context, tenantID, segmentID int64) (*se
 	return &out, nil
 }
 
-// SetRefresh creates, replaces or (every 0) deletes the segment's refresh schedule. Scheduled
-// runs get workflow ids "segment-compute:<tenant>:<segment>-<time>" and skip a tick while one
-// still runs; computes of a segment never overlap in the database either (an advisory lock).
+// SetRefresh makes the segment's refresh schedule run every interval: the schedule is updated in
+// place (its next runs and history kept), or created when there is none; every 0 deletes it
+// (no schedule is no error). Scheduled runs get workflow ids "segment-compute:<tenant>:<segment>-<time>"
+// and skip a tick while one still runs; computes of a segment never overlap in the database
+// either (an advisory lock).
 func (j *SegmentJobs) SetRefresh(ctx context.Context, tenantID, segmentID int64, every time.Duration) error {
 	sc := j.Client.ScheduleClient()
 	id := ID(KindSegmentRefresh, tenantID, segmentID)
-	if err := sc.GetHandle(ctx, id).Delete(ctx); err != nil {
-		var nf *serviceerror.NotFound
-		if !errors.As(err, &nf) {
-			return unavailable("replace refresh schedule", err)
-		}
-	}
+	h := sc.GetHandle(ctx, id)
 	if every <= 0 {
+		if err := h.Delete(ctx); err != nil && !isNotFound(err) {
+			return unavailable("delete refresh schedule", err)
+		}
 		return nil
 	}
-	_, err := sc.Create(ctx, client.ScheduleOptions{
-		ID:      id,
-		Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}},
-		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
-		Action: &client.ScheduleWorkflowAction{
-			ID:                    SegmentComputeID(tenantID, segmentID),
-			Workflow:              SegmentCompute,
-			Args:                  []any{SegmentComputeInput{TenantID: tenantID, SegmentID: segmentID}},
-			TaskQueue:             j.TaskQueue,
-			TypedSearchAttributes: SegmentSearchAttributes(tenantID, segmentID),
-		},
+	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}}
+	action := &client.ScheduleWorkflowAction{
+		ID:                    SegmentComputeID(tenantID, segmentID),
+		Workflow:              SegmentCompute,
+		Args:                  []any{SegmentComputeInput{TenantID: tenantID, SegmentID: segmentID}},
+		TaskQueue:             j.TaskQueue,
+		TypedSearchAttributes: SegmentSearchAttributes(tenantID, segmentID),
+	}
+	err := h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+		sched := in.Description.Schedule
+		sched.Spec = &spec
+		sched.Action = action
+		if sched.Policy == nil {
+			sched.Policy = &client.SchedulePolicies{}
+		}
+		sched.Policy.Overlap = enumspb.SCHEDULE_OVERLAP_POLICY_SKIP
+		return &client.ScheduleUpdate{Schedule: &sched}, nil
+	}})
+	if err == nil {
+		return nil
+	}
+	if !isNotFound(err) {
+		return unavailable("update refresh schedule", err)
+	}
+	_, err = sc.Create(ctx, client.ScheduleOptions{
+		ID:                    id,
+		Spec:                  spec,
+		Overlap:               enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
+		Action:                action,
 		TypedSearchAttributes: SegmentSearchAttributes(tenantID, segmentID),
 	})
 	return unavailable("create refresh schedule", err)
+}
+
+func isNotFound(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
 }
 
 func unavailable(what string, err error) error {

@@ -954,3 +954,121 @@ func TestSegmentExport(t *testing.T) {
 		})
 	}
 }
+
+// runBusyCompute runs SegmentCompute where every run up to requestRuns gets a recompute request
+// while it computes (so one more run is due after it), and, when lateRequest, a request delivered
+// with the completion of the next run's fan-out (in the workflow task that decides whether to
+// run again). It returns the Materialize calls and the workflow's result and error.
+func runBusyCompute(t *testing.T, requestRuns int, lateRequest bool, begin func(n int) error) (int, SegmentComputeResult, error) {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterActivity(&activities.Segments{})
+	env.RegisterWorkflow(SegmentCompute)
+	var mu sync.Mutex
+	begins, mats, targets := 0, 0, 0
+	env.OnActivity(acts.BeginCompute, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.BeginComputeInput) (activities.BeginComputeResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			begins++
+			if begin != nil {
+				if err := begin(begins); err != nil {
+					return activities.BeginComputeResult{}, err
+				}
+			}
+			return activities.BeginComputeResult{RunID: int64(begins), Version: 1}, nil
+		})
+	env.OnActivity(acts.Materialize, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.MaterializeInput) (segment.RunResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			mats++
+			if mats <= requestRuns {
+				env.SignalWorkflowSkippingWorkflowTask(SignalRecompute, nil)
+			}
+			return segment.RunResult{RunID: in.RunID, Version: 1, LatestVersion: 1}, nil
+		})
+	env.OnActivity(acts.ActivationTargets, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.ActivationTargetsInput) (activities.ActivationTargetsResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			targets++
+			if lateRequest && targets == requestRuns+1 {
+				env.SignalWorkflowSkippingWorkflowTask(SignalCompute, nil)
+			}
+			return activities.ActivationTargetsResult{}, nil
+		})
+	env.OnActivity(acts.FailCompute, mock.Anything, mock.Anything).Return(nil)
+	env.ExecuteWorkflow(SegmentCompute, SegmentComputeInput{TenantID: testTenant, SegmentID: testSegment})
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	var res SegmentComputeResult
+	err := env.GetWorkflowError()
+	if err == nil {
+		if gerr := env.GetWorkflowResult(&res); gerr != nil {
+			t.Fatal(gerr)
+		}
+	}
+	return mats, res, err
+}
+
+func TestSegmentComputeContinuesAsNew(t *testing.T) {
+	cases := []struct {
+		name        string
+		requestRuns int  // runs that get a request while they compute
+		lateRequest bool // one more request with the last run's final workflow task
+		wantRuns    int  // runs of this execution
+		wantCAN     bool
+	}{
+		{name: "a few requests: one execution", requestRuns: 5, wantRuns: 6},
+		{name: "requests beyond the bound continue as new", requestRuns: segmentComputeMaxRuns + 20, wantRuns: segmentComputeMaxRuns, wantCAN: true},
+		{name: "the bound reached with nothing pending ends", requestRuns: segmentComputeMaxRuns - 1, wantRuns: segmentComputeMaxRuns},
+		// The request arrives in the very task that sees the bound: it must be taken and carried.
+		{name: "a request in the last task is carried over", requestRuns: segmentComputeMaxRuns - 1, lateRequest: true, wantRuns: segmentComputeMaxRuns, wantCAN: true},
+		{name: "a request in the last task of a short execution runs", requestRuns: 2, lateRequest: true, wantRuns: 4},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mats, res, err := runBusyCompute(t, tc.requestRuns, tc.lateRequest, nil)
+			if mats != tc.wantRuns {
+				t.Fatalf("runs = %d, want %d", mats, tc.wantRuns)
+			}
+			var can *workflow.ContinueAsNewError
+			if !tc.wantCAN {
+				if err != nil || res.Runs != tc.wantRuns {
+					t.Fatalf("result %+v, error %v; want %d runs and no continue-as-new", res, err, tc.wantRuns)
+				}
+				return
+			}
+			if !errors.As(err, &can) {
+				t.Fatalf("error = %v, want continue-as-new", err)
+			}
+			if can.WorkflowType.Name != "SegmentCompute" {
+				t.Fatalf("continued as %s", can.WorkflowType.Name)
+			}
+			var next SegmentComputeInput
+			if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+				t.Fatal(err)
+			}
+			if next != (SegmentComputeInput{TenantID: testTenant, SegmentID: testSegment}) {
+				t.Fatalf("continued with %+v", next)
+			}
+			// The new execution starts with the run the carried requests asked for.
+			mats, res, err = runBusyCompute(t, 0, false, nil)
+			if err != nil || mats != 1 || res.Runs != 1 {
+				t.Fatalf("the continued execution: %d runs, %+v, %v; want one run", mats, res, err)
+			}
+		})
+	}
+}
+
+// A leftover refresh schedule starts computes of a deleted segment: they end quietly.
+func TestSegmentComputeSegmentGone(t *testing.T) {
+	gone := temporal.NewNonRetryableApplicationError("segment 42: not found", activities.ErrTypeSegmentGone, nil)
+	mats, res, err := runBusyCompute(t, 0, false, func(int) error { return gone })
+	if err != nil || mats != 0 || res.Runs != 0 {
+		t.Fatalf("compute of a deleted segment: %d runs, %+v, %v; want none and no error", mats, res, err)
+	}
+}

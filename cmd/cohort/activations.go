@@ -15,29 +15,33 @@ import (
 	"github.com/cohort-dev/cohort/workflows"
 )
 
-// openConnectors is the activation connector service.
+// openConnectors is the activation connector service of the worker, which runs syncs and starts
+// none (the API builds its own, activationsAPI).
 func (c *core) openConnectors() *connector.Service {
 	return connector.NewService(c.db.Gorm, c.db.Pool, c.box, time.Now, connector.Options{AllowHTTP: c.cfg.AllowPrivateNetworks})
 }
 
-// activationsAPI builds the activation endpoints' dependencies.
-func (c *core) activationsAPI(svc *connector.Service, tc client.Client) *api.ActivationsDeps {
+// activationsAPI builds the activation endpoints' dependencies: a connector service that starts
+// manual syncs through tc.
+func (c *core) activationsAPI(tc client.Client) *api.ActivationsDeps {
 	return &api.ActivationsDeps{
-		Service:        svc,
-		Jobs:           &workflows.SyncJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue},
-		SyncWorkflowID: workflows.ManualSyncID,
+		Service: connector.NewService(c.db.Gorm, c.db.Pool, c.box, time.Now, connector.Options{
+			AllowHTTP: c.cfg.AllowPrivateNetworks,
+			Starter:   &workflows.SyncJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue},
+		}),
 	}
 }
 
 // activationsWorker registers the sync workflow and its activities. Outbound calls go through
 // safehttp: platform URLs on private or loopback addresses are refused unless
-// COHORT_ALLOW_PRIVATE_NETWORKS is set.
+// COHORT_ALLOW_PRIVATE_NETWORKS is set (the tenant reads "destination not allowed"; the log has
+// the address), and such refusals, bad URLs and redirect loops fail a sync without retries.
 func (c *core) activationsWorker(svc *connector.Service) func(r sdkworker.Registry) {
 	acts := &activities.Activations{Svc: svc, Platforms: &connector.Platforms{
-		HTTP:           safehttp.NewClient(safehttp.Options{AllowPrivate: c.cfg.AllowPrivateNetworks, Timeout: 2 * time.Minute, MaxResponseBytes: 8 << 20}),
+		HTTP: safehttp.NewClient(safehttp.Options{AllowPrivate: c.cfg.AllowPrivateNetworks, Timeout: 2 * time.Minute,
+			MaxResponseBytes: 8 << 20, Logger: c.log}),
 		KlaviyoBaseURL: c.cfg.KlaviyoAPIURL,
 		Limiters:       platform.NewLimiters(),
-		Permanent:      []error{safehttp.ErrBlockedAddress, safehttp.ErrBadURL},
 	}}
 	return func(r sdkworker.Registry) {
 		r.RegisterWorkflowWithOptions(workflows.ActivationSync, workflow.RegisterOptions{Name: workflows.ActivationSyncWorkflow})

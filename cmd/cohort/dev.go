@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/bus"
@@ -27,6 +28,9 @@ const (
 	devSubscription  = "cohort-events-loader"
 )
 
+// devMemoryLimit is cohort dev's soft limit on the Go runtime's memory (GOMEMLIMIT overrides it).
+const devMemoryLimit = 400 << 20
+
 // devShutdownBudget is how long cohort dev takes to stop everything after the HTTP server has.
 const devShutdownBudget = 10 * time.Second
 
@@ -43,6 +47,12 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 		return fmt.Errorf("create data dir: %w", err)
 	}
 	cfg.DataDir = dataDir
+	// One process holds the API, the worker, Temporal and the bus: keep its heap to a laptop's
+	// size under sustained load (the collector works harder near the limit instead of letting the
+	// heap double). GOMEMLIMIT set by the user wins.
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		debug.SetMemoryLimit(devMemoryLimit)
+	}
 	if cfg.HTTPAddr == "" {
 		cfg.HTTPAddr = "127.0.0.1:8080"
 	}
@@ -134,23 +144,21 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 	stops = append(stops, tc.Close)
 
 	segs := c.openSegments(in)
-	segReg, err := c.segmentsWorker(segs)
+	provider, err := c.openAI()
 	if err != nil {
 		return err
 	}
+	cat := c.openCatalog(tc)
+	segReg := c.segmentsWorker(segs, provider)
+	catReg, sweeper := c.catalogWorker(cat, provider)
 	wctx, cancelWorker := context.WithCancel(context.Background())
-	catReg, err := c.catalogWorker(wctx, tc)
-	if err != nil {
-		cancelWorker()
-		return err
-	}
 	workerDone := make(chan error, 1)
 	go func() {
-		workerDone <- worker.New(c.workerDeps(tc, []worker.Registration{segReg, catReg}, loader)).Run(wctx)
+		workerDone <- worker.New(c.workerDeps(tc, []worker.Registration{segReg, catReg}, loader, sweeper)).Run(wctx)
 	}()
 	stops = append(stops, func() { cancelWorker(); <-workerDone })
 
-	srv := c.newAPI(wctx, in, segs, tc)
+	srv := c.newAPI(wctx, in, segs, cat, tc)
 	addr, httpDone, err := serveHTTP(ctx, cfg.HTTPAddr, srv.Handler(), logger, 5*time.Second)
 	if err != nil {
 		return err

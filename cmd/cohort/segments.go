@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/api"
+	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/connector"
 	"github.com/cohort-dev/cohort/internal/segment"
 	"github.com/cohort-dev/cohort/internal/warehouse/bigquery"
@@ -23,33 +25,50 @@ type segments struct {
 }
 
 func (c *core) openSegments(in *ingestion) *segments {
-	s := &segments{svc: segment.NewService(c.db.Gorm, c.db.Pool, time.Now), connectors: c.openConnectors()}
+	// The worker's service starts no workflows; the API builds its own (segmentsAPI).
+	s := &segments{svc: segment.NewService(c.db.Gorm, c.db.Pool, time.Now, nil), connectors: c.openConnectors()}
 	if bq, ok := in.warehouse.(*bigquery.Writer); ok {
 		s.runner = bq.Segments()
 	}
 	return s
 }
 
-// segmentsAPI builds the segment endpoints' dependencies and the membership cache, whose
-// listener runs until ctx ends.
+// segmentsAPI builds the segment endpoints' dependencies: a service that starts the segment
+// workflows through tc, and the membership cache, whose listener runs until ctx ends or the core
+// closes (which waits for it).
 func (c *core) segmentsAPI(ctx context.Context, s *segments, tc client.Client) *api.SegmentsDeps {
-	cache := segment.NewMembershipCache(s.svc, c.db.Pool, c.log, segment.CacheOptions{})
-	go func() { _ = cache.Run(ctx) }()
+	jobs := &workflows.SegmentJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue}
+	svc := segment.NewService(c.db.Gorm, c.db.Pool, time.Now, jobs)
+	cache := segment.NewMembershipCache(svc, c.db.Pool, c.log, segment.CacheOptions{})
+	c.closers = append(c.closers, superviseCache(ctx, cache, c.log))
 	return &api.SegmentsDeps{
-		Service: s.svc,
+		Service: svc,
 		Cache:   cache,
-		Jobs:    &workflows.SegmentJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue},
 		Runner:  s.runner,
 		Blob:    c.blob,
 	}
 }
 
-// segmentsWorker registers the segment workflows and activities.
-func (c *core) segmentsWorker(s *segments) (func(r sdkworker.Registry), error) {
-	provider, err := c.aiProvider()
-	if err != nil {
-		return nil, err
+// superviseCache runs the cache's listener until ctx ends or the returned stop is called; stop
+// waits for it. Run reconnects after failures (logging each); an error it returns is logged.
+func superviseCache(ctx context.Context, cache *segment.MembershipCache, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := cache.Run(ctx); err != nil {
+			log.Error("membership cache stopped; lookups are served from the database", "error", err)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
+}
+
+// segmentsWorker registers the segment workflows and activities; provider drafts ai segments
+// (the role builds it once: openAI).
+func (c *core) segmentsWorker(s *segments, provider ai.Provider) func(r sdkworker.Registry) {
 	acts := &activities.Segments{Svc: s.svc, Runner: s.runner, Blob: c.blob, AI: provider, Connectors: s.connectors}
 	activations := c.activationsWorker(s.connectors)
 	return func(r sdkworker.Registry) {
@@ -58,5 +77,5 @@ func (c *core) segmentsWorker(s *segments) (func(r sdkworker.Registry), error) {
 		r.RegisterWorkflow(workflows.SegmentDraft)
 		r.RegisterActivity(acts)
 		activations(r)
-	}, nil
+	}
 }

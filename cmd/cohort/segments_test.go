@@ -315,6 +315,21 @@ func TestSegmentsEndToEnd(t *testing.T) {
 	if iv := desc.Schedule.Spec.Intervals; len(iv) != 1 || iv[0].Every != time.Hour {
 		t.Fatalf("refresh schedule spec: %+v", desc.Schedule.Spec)
 	}
+	// A new interval updates the schedule in place (not deleted and created again).
+	if code := s.do(t, http.MethodPatch, fmt.Sprintf("/api/segments/%d/", seg.ID), bearer, []byte(`{"refresh_every":"30m"}`), nil, &refreshed); code != http.StatusOK || refreshed.RefreshEvery == nil || *refreshed.RefreshEvery != "30m" {
+		t.Fatalf("refresh_every 30m: %d %+v", code, refreshed)
+	}
+	desc2, err := sched.Describe(context.Background())
+	if err != nil {
+		t.Fatalf("refresh schedule after the change: %v", err)
+	}
+	if iv := desc2.Schedule.Spec.Intervals; len(iv) != 1 || iv[0].Every != 30*time.Minute {
+		t.Fatalf("refresh schedule spec after the change: %+v", desc2.Schedule.Spec)
+	}
+	if !desc2.Info.CreatedAt.Equal(desc.Info.CreatedAt) || desc2.Schedule.Policy.Overlap != desc.Schedule.Policy.Overlap {
+		t.Fatalf("the schedule was replaced, not updated: created %s then %s, overlap %v then %v",
+			desc.Info.CreatedAt, desc2.Info.CreatedAt, desc.Schedule.Policy.Overlap, desc2.Schedule.Policy.Overlap)
+	}
 	if code := s.do(t, http.MethodPatch, fmt.Sprintf("/api/segments/%d/", seg.ID), bearer, []byte(`{"refresh_every":"off"}`), nil, &refreshed); code != http.StatusOK || refreshed.RefreshEvery != nil {
 		t.Fatalf("refresh_every off: %d %+v", code, refreshed)
 	}
@@ -358,9 +373,25 @@ func TestSegmentsEndToEnd(t *testing.T) {
 		t.Errorf("self-referencing in_segment: %d, want 400", code)
 	}
 
-	// Delete (beyond the spec) removes members and frees the cache.
+	// Drafting is for ai segments: the drafting activity's check answers with its code.
+	var draftErr struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if code := s.do(t, http.MethodPost, fmt.Sprintf("/api/segments/%d/draft/", seg.ID), bearer, nil, nil, &draftErr); code != http.StatusBadRequest || draftErr.Error.Code != "not_ai_segment" {
+		t.Errorf("draft of a rule segment: %d %+v, want 400 not_ai_segment", code, draftErr)
+	}
+
+	// Delete (beyond the spec) removes members, its refresh schedule, and frees the cache.
+	if code := s.do(t, http.MethodPatch, fmt.Sprintf("/api/segments/%d/", seg.ID), bearer, []byte(`{"refresh_every":"1h"}`), nil, nil); code != http.StatusOK {
+		t.Fatalf("refresh_every before the delete: %d", code)
+	}
 	if code := s.do(t, http.MethodDelete, fmt.Sprintf("/api/segments/%d/", seg.ID), bearer, nil, nil, nil); code != http.StatusNoContent {
 		t.Fatalf("delete: %d", code)
+	}
+	if _, err := sched.Describe(context.Background()); err == nil {
+		t.Fatal("the refresh schedule survived the segment's deletion")
 	}
 	eventually(t, "membership emptied", func() bool {
 		m = membership{}

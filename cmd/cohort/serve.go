@@ -33,7 +33,7 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	srv := c.newAPI(ctx, in, c.openSegments(in), tc)
+	srv := c.newAPI(ctx, in, c.openSegments(in), c.openCatalog(tc), tc)
 	addr, done, err := serveHTTP(ctx, cfg.HTTPAddr, srv.Handler(), logger, cfg.ShutdownTimeout)
 	if err != nil {
 		return err
@@ -64,15 +64,13 @@ func runWorker(ctx context.Context, cfg *config.Config, logger *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	segReg, err := c.segmentsWorker(c.openSegments(in))
+	provider, err := c.openAI()
 	if err != nil {
 		return err
 	}
-	catReg, err := c.catalogWorker(ctx, tc)
-	if err != nil {
-		return err
-	}
-	return worker.New(c.workerDeps(tc, []worker.Registration{segReg, catReg}, loader)).Run(ctx)
+	segReg := c.segmentsWorker(c.openSegments(in), provider)
+	catReg, sweeper := c.catalogWorker(c.openCatalog(tc), provider)
+	return worker.New(c.workerDeps(tc, []worker.Registration{segReg, catReg}, loader, sweeper)).Run(ctx)
 }
 
 func runMigrate(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout io.Writer) error {

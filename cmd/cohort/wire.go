@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/api"
-	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/auth"
 	"github.com/cohort-dev/cohort/internal/blob"
 	"github.com/cohort-dev/cohort/internal/config"
@@ -42,8 +41,6 @@ type core struct {
 	auth      *auth.Authenticator
 	blob      blob.Store
 	localBlob *blob.Local
-	cat       *catalogParts // see catalogue()
-	ai        ai.Provider   // see aiProvider()
 	closers   []func()
 }
 
@@ -164,12 +161,12 @@ func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsD
 }
 
 // newAPI is the HTTP API of serve and dev: Temporal joins the readiness checks, and the segment
-// membership cache runs until ctx ends.
-func (c *core) newAPI(ctx context.Context, in *ingestion, segs *segments, tc client.Client) *api.Server {
+// membership cache runs until ctx ends. cat is the role's catalogue (openCatalog).
+func (c *core) newAPI(ctx context.Context, in *ingestion, segs *segments, cat *catalogParts, tc client.Client) *api.Server {
 	ready := []api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}
-	d := c.apiDeps(ready, in, c.segmentsAPI(ctx, segs, tc), c.activationsAPI(segs.connectors, tc))
-	d.Catalog = c.catalogAPI(tc)
-	d.ProductSegments = c.productSegmentsAPI(tc)
+	d := c.apiDeps(ready, in, c.segmentsAPI(ctx, segs, tc), c.activationsAPI(tc))
+	d.Catalog = c.catalogAPI(cat)
+	d.ProductSegments = c.productSegmentsAPI(cat)
 	return api.New(d)
 }
 

@@ -38,9 +38,9 @@ import (
 
 // Embedding limits and timings.
 const (
-	// MaxEmbeddingTextBytes caps the embedding text (cut at a rune boundary): about 1,000 tokens
-	// of English, far below the 8,191 an OpenAI embedding input takes, and enough to say what a
-	// product is. A 100 KB description must not make the provider refuse the product.
+	// MaxEmbeddingTextBytes caps the embedding text (cut at a rune boundary): enough to say what
+	// a product is and well within what an embedding model takes in one input, so a very long
+	// description never makes the provider refuse the product.
 	MaxEmbeddingTextBytes = 4000
 	// MaxEmbedAttempts is how many times the provider may refuse a product's text (an invalid
 	// request) before its queue row is parked: kept, but skipped until the product is saved again.
@@ -82,24 +82,21 @@ type EmbeddingScheduler interface {
 	ScheduleEmbeddings(ctx context.Context, tenantID int64) error
 }
 
-// embeddingKicks is the service's scheduler and its per-tenant debounce.
+// embeddingKicks is the service's scheduler (set at construction) and its per-tenant debounce.
 type embeddingKicks struct {
-	mu       sync.Mutex
 	sched    EmbeddingScheduler
 	onError  func(tenantID int64, err error)
+	mu       sync.Mutex // guards last
 	last     map[int64]time.Time
 	failures atomic.Int64
 }
 
-// SetEmbeddingScheduler makes saves that queue products kick sched after they commit, at most
+// WithEmbeddingScheduler makes saves that queue products kick sched after they commit, at most
 // once per EmbeddingKickDebounce per tenant. A failed kick never fails the save (the queue keeps
 // the work): it is counted (EmbeddingKickFailures) and passed to onError when not nil. A nil
-// sched turns kicks off. Call it before the service is used.
-func (s *Service) SetEmbeddingScheduler(sched EmbeddingScheduler, onError func(tenantID int64, err error)) {
-	k := &s.kicks
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.sched, k.onError, k.last = sched, onError, map[int64]time.Time{}
+// sched kicks nothing.
+func WithEmbeddingScheduler(sched EmbeddingScheduler, onError func(tenantID int64, err error)) Option {
+	return func(s *Service) { s.kicks.sched, s.kicks.onError = sched, onError }
 }
 
 // EmbeddingKickFailures counts the kicks that returned an error.
@@ -108,12 +105,11 @@ func (s *Service) EmbeddingKickFailures() int64 { return s.kicks.failures.Load()
 // kickEmbeddings wakes the tenant's drain after a commit that queued products.
 func (s *Service) kickEmbeddings(ctx context.Context, tenantID int64) {
 	k := &s.kicks
-	k.mu.Lock()
 	sched, onError := k.sched, k.onError
 	if sched == nil {
-		k.mu.Unlock()
 		return
 	}
+	k.mu.Lock()
 	now := s.now()
 	if last, ok := k.last[tenantID]; ok && !now.Before(last) && now.Sub(last) < EmbeddingKickDebounce {
 		k.mu.Unlock()

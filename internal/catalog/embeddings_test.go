@@ -377,7 +377,8 @@ func TestEmbeddingKicks(t *testing.T) {
 	tn, other := f.tenant("kicks"), f.tenant("kicks-other")
 	sched := &recordingScheduler{}
 	var reported []error
-	f.svc.SetEmbeddingScheduler(sched, func(tenantID int64, err error) { reported = append(reported, err) })
+	f.svc = catalog.NewService(f.db.Pool, f.clock.Now,
+		catalog.WithEmbeddingScheduler(sched, func(tenantID int64, err error) { reported = append(reported, err) }))
 
 	p := f.create(tn, "A", "Shirt", "")
 	if sched.count() != 1 {
@@ -416,11 +417,12 @@ func TestEmbeddingKicks(t *testing.T) {
 	if got := len(f.queue(tn)); got != 3 {
 		t.Fatalf("queue holds %d products after a failed kick, want 3", got)
 	}
-	f.svc.SetEmbeddingScheduler(nil, nil)
+	// A service built with a nil scheduler saves and kicks nothing.
+	f.svc = catalog.NewService(f.db.Pool, f.clock.Now, catalog.WithEmbeddingScheduler(nil, nil))
 	f.clock.Advance(catalog.EmbeddingKickDebounce)
 	f.create(tn, "D", "Hat", "")
-	if sched.count() != 4 {
-		t.Fatal("kicked without a scheduler")
+	if sched.count() != 4 || len(f.queue(tn)) != 4 {
+		t.Fatalf("kicks %d, queue %v: want no kick and the product queued", sched.count(), f.queue(tn))
 	}
 }
 
@@ -457,7 +459,10 @@ func TestDrainEmbeddings(t *testing.T) {
 			t.Fatal(err)
 		}
 		text := catalog.EmbeddingText(sc, p.Name, p.Data)
-		want, _ := e.inner.Embed(f.ctx, []string{text})
+		want, err := e.inner.Embed(f.ctx, []string{text})
+		if err != nil {
+			t.Fatal(err)
+		}
 		got, ok := f.embedding(id)
 		hash := sha256.Sum256([]byte(text))
 		switch {
@@ -469,7 +474,10 @@ func TestDrainEmbeddings(t *testing.T) {
 			t.Errorf("product %s: stored vector differs from the provider's vector of %q", p.SKU, text)
 		}
 	}
-	if p, _ := f.svc.Get(f.ctx, tn, all[0]); catalog.EmbeddingText(sc, p.Name, p.Data) != "Linen shirt\nBreathable linen" {
+	if p, err := f.svc.Get(f.ctx, tn, all[0]); err != nil || catalog.EmbeddingText(sc, p.Name, p.Data) != "Linen shirt\nBreathable linen" {
+		if err != nil {
+			t.Fatalf("get S1: %v", err)
+		}
 		t.Errorf("text of S1 = %q", catalog.EmbeddingText(sc, p.Name, p.Data))
 	}
 	if len(f.queue(tn)) != 0 {
@@ -500,7 +508,10 @@ func TestDrainEmbeddings(t *testing.T) {
 	})
 	t.Run("a text change re-embeds", func(t *testing.T) {
 		f := f.with(t)
-		before, _ := f.embedding(all[1])
+		before, ok := f.embedding(all[1])
+		if !ok {
+			t.Fatal("S2 has no embedding before the change")
+		}
 		f.bulk(tn, `{"sku": "S2", "description": "Warm and soft"}`)
 		if res := f.drain(tn, e, 0); res != (catalog.DrainResult{Read: 1, Embedded: 1}) {
 			t.Fatalf("drain %+v", res)
@@ -509,7 +520,10 @@ func TestDrainEmbeddings(t *testing.T) {
 		if len(calls) != 1 || !slices.Equal(calls[0], []string{"Wool jacket\nWarm and soft"}) {
 			t.Fatalf("provider calls %q", calls)
 		}
-		after, _ := f.embedding(all[1])
+		after, ok := f.embedding(all[1])
+		if !ok {
+			t.Fatal("S2 has no embedding after the change")
+		}
 		if slices.Equal(before.vec, after.vec) || string(before.hash) == string(after.hash) {
 			t.Error("the stored embedding did not change")
 		}
@@ -522,8 +536,8 @@ func TestDrainEmbeddings(t *testing.T) {
 		if err != nil || n != 4 {
 			t.Fatalf("queue stale: %d, %v; want 4", n, err)
 		}
-		if n, _ := f.svc.QueueStaleEmbeddings(f.ctx, v2.EmbeddingModel(), v2.Dimensions()); n != 0 {
-			t.Fatalf("queue stale again: %d, want 0 (already queued)", n)
+		if n, err := f.svc.QueueStaleEmbeddings(f.ctx, v2.EmbeddingModel(), v2.Dimensions()); err != nil || n != 0 {
+			t.Fatalf("queue stale again: %d, %v; want 0 (already queued)", n, err)
 		}
 		if res := f.drain(tn, v2, 0); res != (catalog.DrainResult{Read: 4, Embedded: 4}) {
 			t.Fatalf("drain %+v", res)
@@ -532,8 +546,8 @@ func TestDrainEmbeddings(t *testing.T) {
 			t.Fatalf("provider calls %v", calls)
 		}
 		for _, id := range all {
-			if got, _ := f.embedding(id); got.model != "local-ngram-v2" {
-				t.Errorf("product %d model %q", id, got.model)
+			if got, ok := f.embedding(id); !ok || got.model != "local-ngram-v2" {
+				t.Errorf("product %d model %q (embedded: %v)", id, got.model, ok)
 			}
 		}
 		// The old model again: a queued product whose embedding is of another model re-embeds.
@@ -541,8 +555,8 @@ func TestDrainEmbeddings(t *testing.T) {
 		if res := f.drain(tn, e, 0); res != (catalog.DrainResult{Read: 1, Embedded: 1}) {
 			t.Fatalf("drain with the first model %+v", res)
 		}
-		if got, _ := f.embedding(all[0]); got.model != "local-ngram-v1" {
-			t.Errorf("model %q after the drain with local-ngram-v1", got.model)
+		if got, ok := f.embedding(all[0]); !ok || got.model != "local-ngram-v1" {
+			t.Errorf("model %q after the drain with local-ngram-v1 (embedded: %v)", got.model, ok)
 		}
 		e.take()
 	})
@@ -642,8 +656,8 @@ func TestDrainRefusedTextParks(t *testing.T) {
 	if res := f.drain(tn, e, 0); res != (catalog.DrainResult{}) {
 		t.Fatalf("drain during the backoff %+v", res)
 	}
-	if tenants, _ := f.svc.QueuedTenants(f.ctx); slices.Contains(tenants, tn) {
-		t.Fatalf("queued tenants %v include the tenant during the backoff", tenants)
+	if tenants, err := f.svc.QueuedTenants(f.ctx); err != nil || slices.Contains(tenants, tn) {
+		t.Fatalf("queued tenants %v (%v) include the tenant during the backoff", tenants, err)
 	}
 	for i := 2; i <= catalog.MaxEmbedAttempts; i++ {
 		f.clock.Advance(time.Hour)
@@ -660,8 +674,8 @@ func TestDrainRefusedTextParks(t *testing.T) {
 	if res := f.drain(tn, e, 0); res != (catalog.DrainResult{}) {
 		t.Fatalf("drain after parking %+v, want nothing", res)
 	}
-	if st, _ := f.svc.EmbeddingStatus(f.ctx, tn); st != (catalog.EmbeddingStatus{Embedded: 3, Parked: 1}) {
-		t.Fatalf("status %+v", st)
+	if st, err := f.svc.EmbeddingStatus(f.ctx, tn); err != nil || st != (catalog.EmbeddingStatus{Embedded: 3, Parked: 1}) {
+		t.Fatalf("status %+v, %v", st, err)
 	}
 	// The queue moves on.
 	next := f.create(tn, "G4", "Good four", "")
@@ -847,11 +861,14 @@ func TestDrainTenantIsolation(t *testing.T) {
 	if n := f.count("SELECT count(*) FROM product_embeddings WHERE tenant_id = $1", tb); n != 0 {
 		t.Errorf("B has %d embeddings", n)
 	}
-	tenants, _ = f.svc.QueuedTenants(f.ctx)
-	if slices.Contains(tenants, ta) || !slices.Contains(tenants, tb) {
-		t.Fatalf("queued tenants %v after draining A: want B only", tenants)
+	tenants, err = f.svc.QueuedTenants(f.ctx)
+	if err != nil || slices.Contains(tenants, ta) || !slices.Contains(tenants, tb) {
+		t.Fatalf("queued tenants %v (%v) after draining A: want B only", tenants, err)
 	}
-	q, _ := e.inner.Embed(f.ctx, []string{"shirt"})
+	q, err := e.inner.Embed(f.ctx, []string{"shirt"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	matches, err := f.svc.SearchEmbeddings(f.ctx, tb, e.EmbeddingModel(), q[0], 10)
 	if err != nil || len(matches) != 0 {
 		t.Fatalf("search of B before B is drained: %v, %v", matches, err)
@@ -871,7 +888,10 @@ func TestProductVectorsAndSearch(t *testing.T) {
 	e := newFakeEmbedder(t)
 	f.drain(tn, e, 0)
 	names := []string{"Red linen shirt", "Blue wool jacket", "Green cotton dress", "Linen trousers"}
-	want, _ := e.inner.Embed(f.ctx, names)
+	want, err := e.inner.Embed(f.ctx, names)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	vs, err := f.svc.ProductVectors(f.ctx, tn, e.EmbeddingModel(), e.Dimensions())
 	if err != nil {
@@ -885,11 +905,14 @@ func TestProductVectorsAndSearch(t *testing.T) {
 			t.Errorf("vector %d differs from the provider's", i)
 		}
 	}
-	if other, _ := f.svc.ProductVectors(f.ctx, tn, "another-model", 384); other.Len() != 0 {
-		t.Errorf("vectors of another model: %d", other.Len())
+	if other, err := f.svc.ProductVectors(f.ctx, tn, "another-model", 384); err != nil || other.Len() != 0 {
+		t.Fatalf("vectors of another model: %v, %v", other, err)
 	}
 
-	q, _ := e.inner.Embed(f.ctx, []string{"linen shirt"})
+	q, err := e.inner.Embed(f.ctx, []string{"linen shirt"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	matches, err := f.svc.SearchEmbeddings(f.ctx, tn, e.EmbeddingModel(), q[0], 2)
 	if err != nil {
 		t.Fatal(err)
@@ -909,20 +932,21 @@ func TestProductVectorsAndSearch(t *testing.T) {
 	if top := vs.TopK(q[0], 2); !slices.Equal(top, matches) {
 		t.Errorf("VectorSet.TopK %+v, SearchEmbeddings %+v", top, matches)
 	}
-	all, _ := f.svc.SearchEmbeddings(f.ctx, tn, e.EmbeddingModel(), q[0], 10)
-	if len(all) != 4 {
-		t.Errorf("k above the count: %d matches", len(all))
+	all, err := f.svc.SearchEmbeddings(f.ctx, tn, e.EmbeddingModel(), q[0], 10)
+	if err != nil || len(all) != 4 {
+		t.Errorf("k above the count: %d matches, %v", len(all), err)
 	}
 	// A scaled query scores the same (cosine), and a query of another size matches nothing.
 	scaled := make([]float32, len(q[0]))
 	for i, x := range q[0] {
 		scaled[i] = 3 * x
 	}
-	if got, _ := f.svc.SearchEmbeddings(f.ctx, tn, e.EmbeddingModel(), scaled, 2); got[0].ProductID != matches[0].ProductID || abs(got[0].Score-matches[0].Score) > 1e-5 {
-		t.Errorf("scaled query: %+v", got)
+	if got, err := f.svc.SearchEmbeddings(f.ctx, tn, e.EmbeddingModel(), scaled, 2); err != nil || len(got) != 2 ||
+		got[0].ProductID != matches[0].ProductID || abs(got[0].Score-matches[0].Score) > 1e-5 {
+		t.Errorf("scaled query: %+v, %v", got, err)
 	}
-	if got, _ := f.svc.SearchEmbeddings(f.ctx, tn, e.EmbeddingModel(), q[0][:10], 2); len(got) != 0 {
-		t.Errorf("query of 10 dims matched %+v", got)
+	if got, err := f.svc.SearchEmbeddings(f.ctx, tn, e.EmbeddingModel(), q[0][:10], 2); err != nil || len(got) != 0 {
+		t.Errorf("query of 10 dims: %+v, %v; want no match and no error", got, err)
 	}
 }
 

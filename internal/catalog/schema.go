@@ -47,13 +47,22 @@ var BuiltIn = []string{"sku", "name"}
 type Service struct {
 	pool   *pgxpool.Pool
 	now    func() time.Time
-	kicks  embeddingKicks // see SetEmbeddingScheduler
+	kicks  embeddingKicks // see WithEmbeddingScheduler
 	counts countCache     // product list counts, see List
 }
 
-// NewService builds the service.
-func NewService(pool *pgxpool.Pool, now func() time.Time) *Service {
-	return &Service{pool: pool, now: now}
+// Option sets a dependency of the service at construction.
+type Option func(*Service)
+
+// NewService builds the service. Without WithEmbeddingScheduler, saves queue embeddings but
+// kick nothing (the worker's sweep finds the queued tenants).
+func NewService(pool *pgxpool.Pool, now func() time.Time, opts ...Option) *Service {
+	s := &Service{pool: pool, now: now}
+	s.kicks.last = map[int64]time.Time{}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Schema returns the tenant's schema; a tenant that never set one has no fields.
@@ -158,7 +167,23 @@ func (s *Service) PutSchema(ctx context.Context, tenantID int64, in Schema) (*Sc
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
-	var requeued int64
+	return s.EditSchema(ctx, tenantID, func(context.Context, pgx.Tx, Schema) (Schema, error) { return in, nil })
+}
+
+// SchemaEdit returns the schema to store given the tenant's current one. It runs inside the
+// transaction that stores the result, under the tenant's schema lock, so what it reads is what
+// the change replaces; what it writes through tx commits with the schema or not at all. An error
+// leaves the schema as it was.
+type SchemaEdit func(ctx context.Context, tx pgx.Tx, current Schema) (Schema, error)
+
+// EditSchema replaces the tenant's schema with what edit makes of the current one, as
+// PutSchema does (the result is validated, then fields that are new or change type are checked
+// and converted).
+func (s *Service) EditSchema(ctx context.Context, tenantID int64, edit SchemaEdit) (*Schema, error) {
+	var (
+		in       Schema
+		requeued int64
+	)
 	err := s.inTx(ctx, tenantID, func(tx pgx.Tx) error {
 		// One writer of a tenant's schema at a time; product writes read it under the same lock.
 		key, err := store.LockKey(store.LockCatalogSchema, tenantID)
@@ -170,6 +195,14 @@ func (s *Service) PutSchema(ctx context.Context, tenantID int64, in Schema) (*Sc
 		}
 		old, err := loadSchema(ctx, tx, tenantID)
 		if err != nil {
+			return err
+		}
+		current := *old
+		current.Fields = slices.Clone(old.Fields) // edit may change its copy: old is compared below
+		if in, err = edit(ctx, tx, current); err != nil {
+			return err
+		}
+		if err := in.Validate(); err != nil {
 			return err
 		}
 		for i, fd := range in.Fields {

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/catalog"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/store"
 )
 
 func TestSchemaOfNewTenant(t *testing.T) {
@@ -439,60 +438,126 @@ func ptr[T any](v T) *T { return &v }
 
 // TestSchemaChangeConcurrentWrites: product writes racing a type change never leave a value of the
 // old type behind: a write either happens before the change (and is converted) or is checked
-// against the new type.
+// against the new type. The race is forced: the test holds the tenant's schema lock while the
+// write and the change queue up behind it in a chosen order, then lets them go.
 func TestSchemaChangeConcurrentWrites(t *testing.T) {
-	f := newFixture(t)
-	tn := f.tenant("race")
-	f.putSchema(tn, fld("v", "string"))
-	const writers, each = 4, 15
-	var wg sync.WaitGroup
-	var refused atomic.Int64
-	errc := make(chan error, writers*each+1)
-	start := make(chan struct{})
-	for w := range writers {
-		wg.Go(func() {
-			<-start
-			for i := range each {
-				var err error
-				if i%2 == 0 {
-					_, err = f.svc.Create(f.ctx, tn, catalog.ProductInput{SKU: fmt.Sprintf("W%d-%d", w, i), Name: "n", Data: json.RawMessage(`{"v":"12"}`)})
-				} else {
-					var sum *catalog.BulkSummary
-					sum, err = f.svc.Bulk(f.ctx, tn, []map[string]any{{"sku": fmt.Sprintf("W%d-%d", w, i), "name": "n", "v": "12"}})
-					if err == nil && sum.Failed == 1 {
-						err = fmt.Errorf("bulk failed for another reason: %+v", sum.Results[0])
-						if sum.Results[0].Fields["v"] != "" {
-							err = errs.ErrInvalid
-						}
-					}
+	writes := []struct {
+		name  string
+		write func(f *fixture, tn int64, sku string) error
+	}{
+		{"create", func(f *fixture, tn int64, sku string) error {
+			_, err := f.svc.Create(f.ctx, tn, catalog.ProductInput{SKU: sku, Name: "n", Data: json.RawMessage(`{"v":"12"}`)})
+			return err
+		}},
+		{"bulk", func(f *fixture, tn int64, sku string) error {
+			sum, err := f.svc.Bulk(f.ctx, tn, []map[string]any{{"sku": sku, "name": "n", "v": "12"}})
+			if err == nil && sum.Failed == 1 {
+				if sum.Results[0].Fields["v"] != "" {
+					return fmt.Errorf("%w: %s", errs.ErrInvalid, sum.Results[0].Fields["v"])
 				}
-				switch {
-				case errors.Is(err, errs.ErrInvalid):
-					refused.Add(1)
-				case err != nil:
-					errc <- err
-				}
+				return fmt.Errorf("bulk failed for another reason: %+v", sum.Results[0])
+			}
+			return err
+		}},
+		{"update", func(f *fixture, tn int64, sku string) error { // of the product the subtest created
+			var id int64
+			if err := f.db.Pool.QueryRow(f.ctx, "SELECT id FROM products WHERE tenant_id = $1 AND sku = $2", tn, sku).Scan(&id); err != nil {
+				return err
+			}
+			_, err := f.svc.Update(f.ctx, tn, id, catalog.ProductPatch{Data: json.RawMessage(`{"v":"12"}`)})
+			return err
+		}},
+	}
+	for _, w := range writes {
+		t.Run(w.name+" queued before the change is converted", func(t *testing.T) {
+			f := newFixture(t).with(t)
+			tn := f.tenant("race-before")
+			f.putSchema(tn, fld("v", "string"))
+			if w.name == "update" {
+				f.create(tn, "W", "n", "")
+			}
+			werr, serr := f.raceSchemaChange(tn, false, func() error { return w.write(f, tn, "W") })
+			if werr != nil || serr != nil {
+				t.Fatalf("write %v, schema change %v: want both to succeed", werr, serr)
+			}
+			if got := f.count(`SELECT count(*) FROM products WHERE tenant_id = $1 AND data -> 'v' = '12'::jsonb`, tn); got != 1 {
+				t.Fatalf("%d products hold v = 12 (a number), want the written product converted", got)
+			}
+		})
+		t.Run(w.name+" queued after the change is checked against the new type", func(t *testing.T) {
+			f := newFixture(t).with(t)
+			tn := f.tenant("race-after")
+			f.putSchema(tn, fld("v", "string"))
+			if w.name == "update" {
+				f.create(tn, "W", "n", "")
+			}
+			werr, serr := f.raceSchemaChange(tn, true, func() error { return w.write(f, tn, "W") })
+			if serr != nil {
+				t.Fatalf("schema change: %v", serr)
+			}
+			if !errors.Is(werr, errs.ErrInvalid) {
+				t.Fatalf("write after the change to number: %v, want it refused (a string is not a number)", werr)
+			}
+			if n := f.count(`SELECT count(*) FROM products WHERE tenant_id = $1 AND data ? 'v'`, tn); n != 0 {
+				t.Errorf("%d products hold a v after a refused write", n)
 			}
 		})
 	}
-	wg.Go(func() {
-		<-start
-		time.Sleep(5 * time.Millisecond)
-		if _, err := f.svc.PutSchema(f.ctx, tn, catalog.Schema{Fields: []catalog.Field{fld("v", "number")}}); err != nil {
-			errc <- err
+}
+
+// raceSchemaChange holds the tenant's schema lock, starts the write, or the change to
+// {v: number} when changeFirst, waits until it waits on the lock, starts the other, waits until
+// both wait, then releases the lock and returns their errors.
+func (f *fixture) raceSchemaChange(tn int64, changeFirst bool, write func() error) (writeErr, changeErr error) {
+	f.t.Helper()
+	change := func() error {
+		_, err := f.svc.PutSchema(f.ctx, tn, catalog.Schema{Fields: []catalog.Field{fld("v", "number")}})
+		return err
+	}
+	first, next, firstName, nextName := write, change, "write", "schema change"
+	if changeFirst {
+		first, next, firstName, nextName = change, write, "schema change", "write"
+	}
+	key, err := store.LockKey(store.LockCatalogSchema, tn)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	hold, err := f.db.Pool.Begin(f.ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback(f.ctx) }()
+	if _, err := hold.Exec(f.ctx, "SELECT pg_advisory_xact_lock($1)", key); err != nil {
+		f.t.Fatal(err)
+	}
+	errc := [2]chan error{make(chan error, 1), make(chan error, 1)}
+	go func() { errc[0] <- first() }()
+	f.waitAdvisoryWaiters(1, firstName)
+	go func() { errc[1] <- next() }()
+	f.waitAdvisoryWaiters(2, nextName)
+	if err := hold.Rollback(f.ctx); err != nil {
+		f.t.Fatal(err)
+	}
+	firstErr, nextErr := <-errc[0], <-errc[1]
+	if changeFirst {
+		return nextErr, firstErr
+	}
+	return firstErr, nextErr
+}
+
+// waitAdvisoryWaiters waits until n sessions of the test's database wait on an advisory lock.
+func (f *fixture) waitAdvisoryWaiters(n int64, what string) {
+	f.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := f.count(`SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'`)
+		if got == n {
+			return
 		}
-	})
-	close(start)
-	wg.Wait()
-	close(errc)
-	for err := range errc {
-		t.Error(err)
-	}
-	if sc := must(f.svc.Schema(f.ctx, tn)); sc.Fields[0].Type != "number" {
-		t.Fatalf("schema %+v", sc)
-	}
-	t.Logf("%d writes stored and converted, %d refused after the change", f.count("SELECT count(*) FROM products WHERE tenant_id = $1", tn), refused.Load())
-	if n := f.count(`SELECT count(*) FROM products WHERE tenant_id = $1 AND jsonb_typeof(data -> 'v') <> 'number'`, tn); n != 0 {
-		t.Errorf("%d products hold a v that is not a number after the change", n)
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%d sessions wait on the schema lock after 30s, want %d (%s)", got, n, what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -216,9 +216,9 @@ func TestBrazeDefaultAttributeIsPerSegment(t *testing.T) {
 // TestCreateTimestampsUseTheServiceClock: a new connector's created_at and updated_at are both
 // the service clock's now, and the record Create returns is the one GET returns.
 //
-// BUG (fails): Create stores the sealed secrets with tx.Model(r).Update("secrets", ...), and GORM
-// sets updated_at on every Model(...).Update to its own NowFunc (the wall clock), so updated_at
-// is not the injected clock, and the returned record carries nanoseconds a later GET does not.
+// Create stores the sealed secrets with UpdateColumn, which leaves updated_at alone (a plain
+// Model(...).Update would set it to GORM's own wall clock), and the service clock is cut to
+// microseconds as Postgres stores it, so the returned record is the stored one.
 func TestCreateTimestampsUseTheServiceClock(t *testing.T) {
 	f := newFixture(t, connector.Options{})
 	tenant := f.tenant("acme")
@@ -251,11 +251,9 @@ func TestIsSecretField(t *testing.T) {
 
 // TestURLsTheAdaptersCannotUse: URLs the adapters would turn into a request to the wrong place.
 //
-// BUG (fails, minor): checkValue refuses a query or fragment only when it is non-empty, and
-// accepts a host without a name. "https://x.talon.one?" is stored as is and the adapter posts
-// to "https://x.talon.one?/v2/customer_audiences" (path "/", a 404 at every sync); the same
-// with "#"; "https://:443" fails every sync with a network error. Refuse u.ForceQuery, a "#"
-// and an empty u.Hostname() at validation.
+// An empty query ("https://x.talon.one?", which would make the adapter post to path "/"), an
+// empty fragment and a host without a name ("https://:443") are refused at validation, keyed
+// config.base_url, like a non-empty query or fragment.
 func TestURLsTheAdaptersCannotUse(t *testing.T) {
 	f := newFixture(t, connector.Options{})
 	tenant := f.tenant("acme")

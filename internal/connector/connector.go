@@ -99,6 +99,8 @@ type Service struct {
 	// syncSlots bounds the pushes running at once in this process (each holds one Postgres
 	// connection for its connector lock).
 	syncSlots chan struct{}
+	// starter starts manual syncs (RequestSync); nil where syncs are not requested.
+	starter SyncStarter
 }
 
 // Options of the service.
@@ -109,6 +111,9 @@ type Options struct {
 	// MaxConcurrentSyncs bounds the pushes one process runs at once (default 32); each holds a
 	// Postgres connection of its own, outside the pool, for its connector's lock.
 	MaxConcurrentSyncs int
+	// Starter starts the workflow of a manual sync (RequestSync); nil in a process that only
+	// runs syncs (the worker), where RequestSync answers 503.
+	Starter SyncStarter
 }
 
 // NewService builds the service.
@@ -116,7 +121,8 @@ func NewService(db *gorm.DB, pool *pgxpool.Pool, box *secretbox.Box, now func() 
 	if o.MaxConcurrentSyncs <= 0 {
 		o.MaxConcurrentSyncs = 32
 	}
-	return &Service{db: db, pool: pool, box: box, now: now, allowHTTP: o.AllowHTTP, syncSlots: make(chan struct{}, o.MaxConcurrentSyncs)}
+	return &Service{db: db, pool: pool, box: box, now: now, allowHTTP: o.AllowHTTP,
+		syncSlots: make(chan struct{}, o.MaxConcurrentSyncs), starter: o.Starter}
 }
 
 // CreateInput is the body of POST /api/activations/.

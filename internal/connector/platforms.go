@@ -23,7 +23,8 @@ type Platforms struct {
 	// Limiters holds each connector's token buckets for the life of the process.
 	Limiters *platform.Limiters
 	Klaviyo  klaviyo.Options
-	// Permanent are network errors not worth retrying (safehttp.ErrBlockedAddress, ErrBadURL).
+	// Permanent are network errors not worth retrying besides safehttp's refusals (a blocked
+	// destination, a bad URL, a redirect loop), which every adapter's caller already treats so.
 	Permanent []error
 }
 

@@ -351,8 +351,8 @@ func TestOtherTenantsConnectorIsNotFound(t *testing.T) {
 		"Delete":      func() error { return f.svc.Delete(f.ctx, intruder, c.ID) },
 		"Runs":        func() error { _, err := f.svc.Runs(f.ctx, intruder, c.ID, 10); return err },
 		"Credentials": func() error { _, err := f.svc.Credentials(f.ctx, intruder, c.ID); return err },
-		"QueueSync": func() error {
-			_, err := f.svc.QueueSync(f.ctx, intruder, c.ID, func(id int64) string { return fmt.Sprintf("wf-q-%d", id) })
+		"RequestSync": func() error {
+			_, err := f.withStarter(&fakeSyncStarter{}).RequestSync(f.ctx, intruder, c.ID)
 			return err
 		},
 		"BeginSync": func() error {
@@ -536,9 +536,8 @@ func TestDeletingTheSegmentDeletesItsConnectors(t *testing.T) {
 // TestLargeAudienceIDSurvives: audience_id is validated as an int64 (up to 2^63-1), so one above
 // 2^53 must read back exactly, and survive a PATCH of another field.
 //
-// BUG (fails, minor): record() and Update decode the stored config into map[string]any, which
-// turns numbers into float64: 9007199254740993 is shown as 9007199254740992, and a PATCH of any
-// config field writes the rounded value back (Credentials then pushes to the wrong audience).
+// The stored config is decoded with json.Number (decodeConfig), so the record, a PATCH of
+// another field and Credentials all keep every digit (a float64 would round 2^53+1 down).
 func TestLargeAudienceIDSurvives(t *testing.T) {
 	f := newFixture(t, connector.Options{})
 	tenant := f.tenant("acme")

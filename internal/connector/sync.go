@@ -37,7 +37,7 @@ type SyncRun struct {
 	Trigger       string     `json:"trigger"`
 	WorkflowID    string     `json:"workflow_id"`
 	TemporalRunID *string    `json:"-"`
-	SegmentID     int64      `json:"-" gorm:"-"` // set by QueueSync: the workflow's search attribute
+	SegmentID     int64      `json:"-" gorm:"-"` // set by RequestSync: the workflow's search attribute
 	Status        string     `json:"status"`
 	CreatedAt     time.Time  `json:"created_at"`
 	StartedAt     *time.Time `json:"started_at"`
@@ -84,9 +84,51 @@ func (s *Service) Run(ctx context.Context, tenantID, runID int64) (*SyncRun, err
 	return &run, nil
 }
 
-// QueueSync records a manual sync of the connector, whatever its status, named by the workflow
-// ID that workflowID gives for the run's id; the caller then starts that workflow.
-func (s *Service) QueueSync(ctx context.Context, tenantID, id int64, workflowID func(runID int64) string) (*SyncRun, error) {
+// SyncStarter starts the workflow of a queued manual sync run (workflows.SyncJobs in
+// production); SyncWorkflowID names that workflow before it starts (the run records it).
+type SyncStarter interface {
+	SyncWorkflowID(tenantID, connectorID, syncRunID int64) string
+	StartSync(ctx context.Context, tenantID, segmentID, connectorID, syncRunID int64) error
+}
+
+// Timeouts of a manual sync request once its run is recorded. Neither runs on the caller's
+// context: a client that goes away after the run was queued must not leave it queued without a
+// workflow, so the start goes through (or fails and is undone) whatever the caller does.
+const (
+	startTimeout = 30 * time.Second
+	undoTimeout  = 10 * time.Second
+)
+
+// startFailedMessage is the error of a run whose workflow could not be started.
+const startFailedMessage = "the sync could not be started: workflows unavailable"
+
+// RequestSync queues a manual sync of the connector, whatever its status, and starts its
+// workflow; the run is returned queued with its workflow id. When the workflow cannot be started
+// the run does not stay queued: it is recorded failed, and the error (503) says why.
+func (s *Service) RequestSync(ctx context.Context, tenantID, id int64) (*SyncRun, error) {
+	if s.starter == nil {
+		return nil, fmt.Errorf("%w: syncs cannot be started here", errs.ErrUnavailable)
+	}
+	run, err := s.queueSync(ctx, tenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancel()
+	err = s.starter.StartSync(sctx, tenantID, run.SegmentID, id, run.ID)
+	if err == nil {
+		return run, nil
+	}
+	uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer ucancel()
+	if uerr := s.failQueued(uctx, tenantID, run.ID, startFailedMessage); uerr != nil {
+		return nil, errors.Join(err, fmt.Errorf("record the failed start of sync run %d: %w", run.ID, uerr))
+	}
+	return nil, err
+}
+
+// queueSync records a queued manual run named by the starter's workflow ID for its id.
+func (s *Service) queueSync(ctx context.Context, tenantID, id int64) (*SyncRun, error) {
 	var run *SyncRun
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		r, err := getRow(ctx, tx, tenantID, id, false)
@@ -97,14 +139,15 @@ func (s *Service) QueueSync(ctx context.Context, tenantID, id int64, workflowID 
 		if err := tx.Create(run).Error; err != nil {
 			return fmt.Errorf("queue sync: %w", err)
 		}
-		run.WorkflowID = workflowID(run.ID)
+		run.WorkflowID = s.starter.SyncWorkflowID(tenantID, id, run.ID)
 		return tx.Model(run).Update("workflow_id", run.WorkflowID).Error
 	})
 	return run, err
 }
 
-// FailQueued marks a queued run failed (its workflow could not be started).
-func (s *Service) FailQueued(ctx context.Context, tenantID, runID int64, msg string) error {
+// failQueued marks a queued run failed (its workflow could not be started); a run its workflow
+// has claimed meanwhile is left to it.
+func (s *Service) failQueued(ctx context.Context, tenantID, runID int64, msg string) error {
 	return s.db.WithContext(ctx).Exec(
 		"UPDATE activation_sync_runs SET status = ?, error = ?, finished_at = ? WHERE tenant_id = ? AND id = ? AND status = ?",
 		RunFailed, msg, s.clock(), tenantID, runID, RunQueued).Error
@@ -272,6 +315,11 @@ type engine struct {
 	counts                           Counts // this attempt's
 }
 
+// The pending changes read, and record writes, only the tenant's rows of activation_members:
+// every query and join filters tenant_id as well as the (global) connector id. The table's key is
+// (connector_id, user_id) without the tenant, so the upsert cannot store a row beside another
+// tenant's row under the same key; its WHERE leaves that row untouched (the member stays
+// pending). Connector ids are global, so such a row only comes from a bug or a hand edit.
 const (
 	pendingRemoves = `SELECT a.user_id, coalesce(a.email, ''), coalesce(a.platform_id, '')
 FROM activation_members a
@@ -281,7 +329,7 @@ ORDER BY a.user_id LIMIT $5`
 	pendingAdds = `SELECT m.user_id, coalesce(p.traits->>'email', ''),
   CASE WHEN a.email IS NOT DISTINCT FROM p.traits->>'email' THEN coalesce(a.platform_id, '') ELSE '' END
 FROM segment_members m
-LEFT JOIN activation_members a ON a.connector_id = $2 AND a.user_id = m.user_id
+LEFT JOIN activation_members a ON a.tenant_id = m.tenant_id AND a.connector_id = $2 AND a.user_id = m.user_id
 LEFT JOIN profiles p ON p.tenant_id = m.tenant_id AND p.user_id = m.user_id
 WHERE m.tenant_id = $1 AND m.segment_id = $3 AND m.user_id > $4 AND a.present IS NOT TRUE
 ORDER BY m.user_id LIMIT $5`
@@ -338,7 +386,10 @@ func (e *engine) pass(ctx context.Context, adds bool) error {
 }
 
 // record stores what a chunk achieved, in one transaction: the members the platform now holds
-// (or no longer holds) and the run's counts.
+// (or no longer holds) and the run's counts. When it fails (the chunk's record rolled back, the
+// platform having applied it) the chunk is still pending, so the next attempt sends it again:
+// platform calls are idempotent, and the counts move only with the record, so none counts twice.
+// The attempt's counts move once the transaction has committed.
 func (e *engine) record(ctx context.Context, adds bool, out platform.Outcome) error {
 	done := out.Done
 	if !adds {
@@ -357,13 +408,14 @@ func (e *engine) record(ctx context.Context, adds bool, out platform.Outcome) er
 	} else {
 		removed = int64(len(out.Done))
 	}
-	return pgx.BeginFunc(ctx, e.s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, e.s.pool, func(tx pgx.Tx) error {
 		if len(users) > 0 && adds {
 			_, err := tx.Exec(ctx, `INSERT INTO activation_members (tenant_id, connector_id, user_id, email, platform_id, present, synced_at)
 SELECT $1, $2, t.u, nullif(t.e, ''), nullif(t.p, ''), true, $3 FROM unnest($4::text[], $5::text[], $6::text[]) AS t(u, e, p)
 ON CONFLICT (connector_id, user_id) DO UPDATE SET present = true, email = EXCLUDED.email, synced_at = EXCLUDED.synced_at,
   platform_id = coalesce(EXCLUDED.platform_id,
-    CASE WHEN activation_members.email IS NOT DISTINCT FROM EXCLUDED.email THEN activation_members.platform_id END)`,
+    CASE WHEN activation_members.email IS NOT DISTINCT FROM EXCLUDED.email THEN activation_members.platform_id END)
+WHERE activation_members.tenant_id = EXCLUDED.tenant_id`,
 				e.tenantID, e.connectorID, now, users, emails, ids)
 			if err != nil {
 				return fmt.Errorf("record adds: %w", err)
@@ -385,10 +437,14 @@ WHERE a.tenant_id = $1 AND a.connector_id = $2 AND a.user_id = t.u`,
 		if err != nil {
 			return fmt.Errorf("record counts: %w", err)
 		}
-		e.counts.Added += added
-		e.counts.Removed += removed
-		e.counts.Skipped += int64(out.Skipped)
-		e.counts.Failed += int64(out.Failed)
 		return nil
 	})
+	if err != nil {
+		return fmt.Errorf("record the chunk: %w", err)
+	}
+	e.counts.Added += added
+	e.counts.Removed += removed
+	e.counts.Skipped += int64(out.Skipped)
+	e.counts.Failed += int64(out.Failed)
+	return nil
 }

@@ -118,7 +118,7 @@ func TestBeginSync(t *testing.T) {
 
 	t.Run("queued manual sync is claimed by its workflow", func(t *testing.T) {
 		c := f.create(tenant, seg, connector.KindKlaviyo, "queued", cfg)
-		queued, err := f.svc.QueueSync(f.ctx, tenant, c.ID, func(id int64) string { return fmt.Sprintf("activation-sync:%d:%d:%d", tenant, c.ID, id) })
+		queued, err := f.withStarter(&fakeSyncStarter{}).RequestSync(f.ctx, tenant, c.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,24 +152,32 @@ func TestBeginSync(t *testing.T) {
 		}
 	})
 
-	t.Run("FailQueued fails only a queued run", func(t *testing.T) {
+	t.Run("a failed start fails only a queued run", func(t *testing.T) {
 		c := f.create(tenant, seg, connector.KindKlaviyo, "failqueued", cfg)
-		q, err := f.svc.QueueSync(f.ctx, tenant, c.ID, func(id int64) string { return fmt.Sprintf("wf-fq-%d", id) })
-		if err != nil {
-			t.Fatal(err)
+		_, err := f.withStarter(&fakeSyncStarter{err: errWorkflowsDown}).RequestSync(f.ctx, tenant, c.ID)
+		if !errors.Is(err, errs.ErrUnavailable) {
+			t.Fatalf("RequestSync: %v, want the start's error", err)
 		}
-		if err := f.svc.FailQueued(f.ctx, tenant, q.ID, "temporal unavailable"); err != nil {
-			t.Fatal(err)
+		rs, _ := f.svc.Runs(f.ctx, tenant, c.ID, 10)
+		if len(rs) != 1 || rs[0].Status != connector.RunFailed || rs[0].Error == nil ||
+			*rs[0].Error != "the sync could not be started: workflows unavailable" || rs[0].FinishedAt == nil {
+			t.Errorf("runs %+v, want one failed with the reason", rs)
 		}
-		if r := f.run(tenant, q.ID); r.Status != connector.RunFailed || r.Error == nil || *r.Error != "temporal unavailable" || r.FinishedAt == nil {
-			t.Errorf("run %+v, want failed with the message", r)
+		// The start reports a failure although the workflow got the request and claimed the run:
+		// the run is its workflow's.
+		c2 := f.create(tenant, seg, connector.KindKlaviyo, "claimed", cfg)
+		st := &fakeSyncStarter{err: errWorkflowsDown}
+		st.during = func(runID int64) {
+			if _, err := f.svc.BeginSync(f.ctx, connector.BeginInput{TenantID: tenant, ConnectorID: c2.ID, SyncRunID: runID,
+				Trigger: connector.TriggerManual, WorkflowID: st.SyncWorkflowID(tenant, c2.ID, runID), TemporalRunID: "exec-1"}); err != nil {
+				t.Errorf("claim: %v", err)
+			}
 		}
-		running := f.begin(tenant, c.ID, "wf-fq-running")
-		if err := f.svc.FailQueued(f.ctx, tenant, running.ID, "late"); err != nil {
-			t.Fatal(err)
+		if _, err := f.withStarter(st).RequestSync(f.ctx, tenant, c2.ID); !errors.Is(err, errs.ErrUnavailable) {
+			t.Fatalf("RequestSync: %v, want the start's error", err)
 		}
-		if r := f.run(tenant, running.ID); r.Status != connector.RunRunning || r.Error != nil {
-			t.Errorf("FailQueued changed a running run: %+v", r)
+		if rs, _ := f.svc.Runs(f.ctx, tenant, c2.ID, 10); len(rs) != 1 || rs[0].Status != connector.RunRunning || rs[0].Error != nil {
+			t.Errorf("runs %+v, want the claimed run left running", rs)
 		}
 	})
 
@@ -1040,9 +1048,8 @@ func TestPlatformsNew(t *testing.T) {
 // another audience, list or attribute, the next sync must bring the new destination to the
 // segment's membership.
 //
-// BUG (fails): Update changes config but keeps activation_members, the record of what the *old*
-// destination holds, so the next sync diffs against it and sends nothing: the new destination
-// only ever receives members who enter later.
+// Update forgets activation_members (the record of what the old destination holds) when a
+// destination field changes, so the next sync sends every member to the new destination.
 func TestChangingTheDestinationResendsEveryMember(t *testing.T) {
 	f := newFixture(t, connector.Options{AllowHTTP: true})
 	tenant := f.tenant("acme")
@@ -1109,10 +1116,9 @@ func TestChangingTheDestinationResendsEveryMember(t *testing.T) {
 // Klaviyo no longer has (deleted in Klaviyo, e.g. a privacy request), leaves the segment and
 // later comes back.
 //
-// BUG (fails): klaviyo.Remove counts a member without a profile as skipped and leaves it out of
-// Outcome.Done, so the engine keeps it present=true. Every later sync looks the e-mail up again
-// (a wasted GET /api/profiles per sync, forever), and when the user re-enters the segment
-// pendingAdds sees present=true and never imports it: the user is a member but not on the list.
+// klaviyo.Remove reports a member without a profile in Outcome.Gone, which the engine records
+// as no longer present: the profile is looked up once, not at every sync, and a member who
+// re-enters is imported again.
 func TestKlaviyoMemberWhoseProfileIsGone(t *testing.T) {
 	f := newFixture(t, connector.Options{AllowHTTP: true})
 	tenant := f.tenant("acme")
@@ -1152,11 +1158,9 @@ func TestKlaviyoMemberWhoseProfileIsGone(t *testing.T) {
 // changes e-mail, re-enters (imported under the new e-mail: a new profile) and leaves again:
 // the new profile must leave the list.
 //
-// BUG (fails): pendingAdds hands the adapter the platform_id learned for the *old* e-mail,
-// klaviyo.Add echoes it in Outcome.Done, and record's upsert keeps a non-null
-// EXCLUDED.platform_id, so the "forget the id when the e-mail changed" CASE never applies. The
-// second removal deletes the old profile's relationship (a no-op) and the new profile stays on
-// the list for good.
+// pendingAdds hands the adapter the learned platform_id only while the profile's e-mail is the
+// one it was learned for, so the re-entry is imported under the new e-mail without the old
+// profile's id, and the second removal takes the new profile off the list.
 func TestKlaviyoEmailChangedWhileOutsideTheSegment(t *testing.T) {
 	f := newFixture(t, connector.Options{AllowHTTP: true})
 	tenant := f.tenant("acme")

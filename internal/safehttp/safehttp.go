@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -18,8 +19,10 @@ import (
 )
 
 var (
-	// ErrBlockedAddress means the URL's host resolved to an address user URLs may not reach.
-	ErrBlockedAddress = errors.New("safehttp: address not allowed")
+	// ErrBlockedAddress means the URL's host resolved to an address user URLs may not reach. The
+	// error names the host it was given, never the address the host resolved to (that would tell
+	// a tenant what an internal name points at): the address goes to Options.Logger.
+	ErrBlockedAddress = errors.New("destination not allowed")
 	// ErrBadURL means the URL is not an absolute http(s) URL with a host and no userinfo.
 	ErrBadURL = errors.New("safehttp: bad url")
 	// ErrResponseTooLarge is returned by a response body reader after Options.MaxResponseBytes.
@@ -57,6 +60,15 @@ type Options struct {
 	MaxResponseBytes int64
 	// UserAgent is sent when the request sets none; "" means "cohort/1".
 	UserAgent string
+	// Logger receives the detail of every refused connection (the host, the address it
+	// resolved to and why it is refused), which the returned error leaves out; nil logs nothing.
+	Logger *slog.Logger
+}
+
+// Permanent reports whether err is a refusal that retrying cannot change: a blocked destination,
+// a bad URL, or a redirect loop (ErrTooManyRedirects).
+func Permanent(err error) bool {
+	return errors.Is(err, ErrBlockedAddress) || errors.Is(err, ErrBadURL) || errors.Is(err, ErrTooManyRedirects)
 }
 
 // NewClient returns an *http.Client for user-supplied URLs. It uses its own
@@ -66,6 +78,8 @@ type Options struct {
 // addresses (see IsBlockedIP) unless opts.AllowPrivate is set. Errors from Do
 // wrap ErrBlockedAddress, ErrBadURL or ErrTooManyRedirects; note that
 // net/http wraps them in a *url.Error whose message includes the request URL.
+// A blocked address's error names the host only; the resolved address is
+// logged to opts.Logger.
 func NewClient(opts Options) *http.Client {
 	return newClient(opts, nil)
 }
@@ -85,7 +99,7 @@ func newClient(opts Options, allowAddr func(netip.AddrPort) bool) *http.Client {
 		opts.UserAgent = DefaultUserAgent
 	}
 
-	g := &guard{allowPrivate: opts.AllowPrivate, allowAddr: allowAddr}
+	g := &guard{allowPrivate: opts.AllowPrivate, allowAddr: allowAddr, log: opts.Logger}
 	dialer := &net.Dialer{
 		Timeout:   dialTimeout,
 		KeepAlive: 30 * time.Second,
@@ -160,6 +174,7 @@ func checkURL(u *url.URL) error {
 type guard struct {
 	allowPrivate bool
 	allowAddr    func(netip.AddrPort) bool // test hook, see newClient
+	log          *slog.Logger              // nil: refusals are not logged
 }
 
 // control runs for every socket the dialer opens, after DNS resolution and
@@ -191,8 +206,9 @@ func (g *guard) allowed(ap netip.AddrPort) bool {
 	return !IsBlockedIP(ip)
 }
 
-// dialContext names the host in address errors; the dialer's Control only
-// sees the resolved IP.
+// dialContext turns a refused address into an error that names the host the
+// caller gave and nothing else: the dialer's error carries the resolved IP
+// (what an internal name points at), which goes to the log only.
 func (g *guard) dialContext(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := d.DialContext(ctx, network, addr)
@@ -201,7 +217,10 @@ func (g *guard) dialContext(d *net.Dialer) func(ctx context.Context, network, ad
 			if splitErr != nil {
 				host = addr
 			}
-			return nil, fmt.Errorf("host %s: %w", host, err)
+			if g.log != nil {
+				g.log.WarnContext(ctx, "safehttp: destination refused", "host", host, "detail", err.Error())
+			}
+			return nil, fmt.Errorf("host %s: %w", host, ErrBlockedAddress)
 		}
 		return conn, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -112,6 +113,63 @@ func TestBlockedErrorNamesHost(t *testing.T) {
 	}
 	if msg := inner.Error(); !strings.Contains(msg, "localhost") || strings.Contains(msg, "s3cret") {
 		t.Fatalf("inner error %q should name the host and omit the query", msg)
+	}
+}
+
+// TestBlockedErrorNamesNoAddress: a refusal tells the caller (whose message may reach a
+// tenant) that the destination is not allowed, never what the host resolved to; the resolved
+// address goes to the server log. Both for the first request and for a redirect hop.
+func TestBlockedErrorNamesNoAddress(t *testing.T) {
+	blocked := newServer(t, okHandler)
+	redirector := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://localhost:"+blocked.port()+"/internal", http.StatusFound)
+	})
+	for _, tc := range []struct {
+		name   string
+		client func(opts Options) *http.Client
+		url    string
+	}{
+		{"first request", NewClient, "http://localhost:" + blocked.port() + "/feed"},
+		{"redirect hop", func(opts Options) *http.Client { return newClient(opts, allowOnly(t, redirector)) }, redirector.URL + "/start"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logged bytes.Buffer
+			c := tc.client(Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+			_, err := get(t, c, tc.url)
+			if !errors.Is(err, ErrBlockedAddress) || !Permanent(err) {
+				t.Fatalf("err = %v, want a permanent ErrBlockedAddress", err)
+			}
+			msg := err.Error()
+			for _, leak := range []string{"127.0.0.1", "::1", "dial tcp", "ip "} {
+				if strings.Contains(msg, leak) {
+					t.Errorf("error %q tells what the host resolved to (%q)", msg, leak)
+				}
+			}
+			if !strings.Contains(msg, "destination not allowed") {
+				t.Errorf("error %q, want it to say the destination is not allowed", msg)
+			}
+			if log := logged.String(); !strings.Contains(log, "host=localhost") ||
+				!(strings.Contains(log, "127.0.0.1") || strings.Contains(log, "::1")) {
+				t.Errorf("log %q, want the host and the address it resolved to", log)
+			}
+			if blocked.hits.Load() != 0 {
+				t.Fatal("blocked server was reached")
+			}
+		})
+	}
+}
+
+func TestPermanent(t *testing.T) {
+	for err, want := range map[error]bool{
+		fmt.Errorf("get: %w", ErrBlockedAddress):   true,
+		fmt.Errorf("get: %w", ErrBadURL):           true,
+		fmt.Errorf("get: %w", ErrTooManyRedirects): true,
+		fmt.Errorf("get: %w", ErrResponseTooLarge): false,
+		errors.New("connection reset by peer"):     false,
+	} {
+		if got := Permanent(err); got != want {
+			t.Errorf("Permanent(%v) = %v, want %v", err, got, want)
+		}
 	}
 }
 

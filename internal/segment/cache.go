@@ -127,31 +127,47 @@ func (c *MembershipCache) setLive(live bool) {
 	}
 }
 
-// Run listens for membership changes until ctx ends, reconnecting after failures.
+// Reconnect backoff of the listener: doubling from the first to the last, back to the first once
+// a connection served.
+const (
+	listenRetryFirst = 250 * time.Millisecond
+	listenRetryMax   = 30 * time.Second
+)
+
+// Run listens for membership changes until ctx ends, reconnecting after failures with backoff;
+// each failure is logged, and lookups are served from the database until the listener is back.
+// It returns nil when ctx ends.
 func (c *MembershipCache) Run(ctx context.Context) error {
+	wait := listenRetryFirst
 	for {
-		err := c.listen(ctx)
+		served, err := c.listen(ctx)
 		c.setLive(false)
 		if ctx.Err() != nil {
 			return nil
 		}
-		c.log.Warn("membership cache listener stopped; serving from the database until it reconnects", "error", err)
+		if served {
+			wait = listenRetryFirst
+		}
+		c.log.Warn("membership cache listener stopped; serving from the database until it reconnects", "error", err, "retry_in", wait)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(time.Second):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, listenRetryMax)
 	}
 }
 
-func (c *MembershipCache) listen(ctx context.Context) error {
+// listen serves notifications on one connection until it fails or ctx ends; served says whether
+// it got as far as serving from memory.
+func (c *MembershipCache) listen(ctx context.Context) (served bool, err error) {
 	conn, err := c.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return false, fmt.Errorf("acquire a connection: %w", err)
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
-		return err
+		return false, fmt.Errorf("listen: %w", err)
 	}
 	defer func() {
 		// The connection goes back to the pool: stop listening on it.
@@ -162,13 +178,15 @@ func (c *MembershipCache) listen(ctx context.Context) error {
 		}
 	}()
 	if err := c.poll(ctx); err != nil {
-		return err
+		return false, err
 	}
 	c.setLive(true)
 	lastPoll := time.Now()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, c.pollEvery)
 		n, err := conn.Conn().WaitForNotification(wctx)
+		// Read before cancel, which would make it look like the poll interval had passed.
+		waited := wctx.Err() != nil
 		cancel()
 		switch {
 		case err == nil:
@@ -177,13 +195,13 @@ func (c *MembershipCache) listen(ctx context.Context) error {
 				c.invalidate(tenant, version)
 			}
 		case ctx.Err() != nil:
-			return nil
-		case wctx.Err() == nil:
-			return err // the connection failed
+			return true, nil
+		case !waited:
+			return true, fmt.Errorf("wait for notifications: %w", err) // the connection failed
 		}
 		if time.Since(lastPoll) >= c.pollEvery {
 			if err := c.poll(ctx); err != nil {
-				return err
+				return true, err
 			}
 			lastPoll = time.Now()
 		}

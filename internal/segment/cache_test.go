@@ -29,7 +29,7 @@ func openReplica(t *testing.T, name, dsn string, clock *fakeClock, opts segment.
 		t.Fatalf("open replica %s: %v", name, err)
 	}
 	t.Cleanup(db.Close)
-	svc := segment.NewService(db.Gorm, db.Pool, clock.Now)
+	svc := segment.NewService(db.Gorm, db.Pool, clock.Now, nil)
 	r := &cacheReplica{name: name, svc: svc, cache: segment.NewMembershipCache(svc, db.Pool, slog.New(slog.DiscardHandler), opts), stop: func() {}}
 	if run {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -317,4 +317,51 @@ func TestMembershipCachePoll(t *testing.T) {
 	if ids, cached := r.lookup(t, other, "u1"); !cached || !slices.Equal(ids, []int64{otherSeg.ID}) {
 		t.Fatalf("other tenant = %v cached=%v, want it kept in memory", ids, cached)
 	}
+}
+
+// TestMembershipCacheListenerReconnects kills the listener's connection from the server side (as
+// a Postgres restart or failover would) and checks the cache notices, answers from the database
+// meanwhile, listens again, and is invalidated by the notifications that follow.
+func TestMembershipCacheListenerReconnects(t *testing.T) {
+	dsn := testenv.Database(t)
+	clock := &fakeClock{now: fixtureStart}
+	// A long poll: after the reconnect, invalidation must come from the notifications.
+	r, db := openReplica(t, "a", dsn, clock, segment.CacheOptions{PollEvery: time.Minute}, true)
+	f := &segFixture{t: t, ctx: context.Background(), db: db, svc: r.svc, clock: clock}
+	tn := f.tenant("acme")
+	f.profile(tn, "u1", `{"plan":"pro"}`)
+	pro := f.segment(tn, "rule", "pro", defPro)
+	f.compute(tn, pro.ID)
+	r.waitLive(t, tn)
+	r.lookup(t, tn, "u1")
+	if ids, cached := r.lookup(t, tn, "u1"); !cached || !slices.Equal(ids, []int64{pro.ID}) {
+		t.Fatalf("before the kill: %v cached=%v", ids, cached)
+	}
+
+	// The listening connection's last statement is its LISTEN.
+	killed := f.count(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND query LIKE 'LISTEN %' AND pid <> pg_backend_pid()`)
+	if killed != 1 {
+		t.Fatalf("terminated %d listening connections, want 1", killed)
+	}
+	// Until it listens again nothing may be served from memory: a notification could be missed.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, cached := r.lookup(t, tn, "u1"); !cached {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cache kept serving from memory after its listener died")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r.waitLive(t, tn)
+	r.lookup(t, tn, "u1")
+	if ids, cached := r.lookup(t, tn, "u1"); !cached || !slices.Equal(ids, []int64{pro.ID}) {
+		t.Fatalf("after the reconnect: %v cached=%v, want %v from memory", ids, cached, []int64{pro.ID})
+	}
+	f.profile(tn, "u1", `{"plan":"free"}`)
+	f.compute(tn, pro.ID)
+	r.eventually(t, tn, "u1", []int64{})
+	r.steady(t, tn, "u1", []int64{})
 }

@@ -399,11 +399,11 @@ func (s *Service) Preview(ctx context.Context, tenantID int64, raw json.RawMessa
 		if err != nil {
 			return nil, err
 		}
-		pctx, cancel := context.WithTimeout(ctx, previewTimeout)
+		pctx, cancel := context.WithTimeout(ctx, s.previewTimeout)
 		defer cancel()
 		out.MatchedUsers, out.SampleUserIDs, err = runner.CountAndSample(pctx, q, segParams, limit)
 		if pctx.Err() != nil && ctx.Err() == nil {
-			return nil, errPreviewTimeout()
+			return nil, errPreviewTimeout(s.previewTimeout)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("preview on %s: %w", runner.Dialect(), err)
@@ -418,42 +418,42 @@ func (s *Service) Preview(ctx context.Context, tenantID int64, raw json.RawMessa
 		return nil, fmt.Errorf("begin preview: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL work_mem = '256MB'; SET LOCAL jit = off; SET LOCAL statement_timeout = '%dms'`, previewTimeout.Milliseconds())); err != nil {
+	if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL work_mem = '256MB'; SET LOCAL jit = off; SET LOCAL statement_timeout = '%dms'`, s.previewTimeout.Milliseconds())); err != nil {
 		return nil, fmt.Errorf("prepare preview: %w", err)
 	}
 	rows, err := tx.Query(ctx, q.CountAndSample(limit), q.Args()...)
 	if err != nil {
-		return nil, previewError(err)
+		return nil, s.previewError(err)
 	}
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id, &out.MatchedUsers); err != nil {
 			rows.Close()
-			return nil, previewError(err)
+			return nil, s.previewError(err)
 		}
 		out.SampleUserIDs = append(out.SampleUserIDs, id)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, previewError(err)
+		return nil, s.previewError(err)
 	}
 	if limit == 0 {
 		// LIMIT 0 returns no rows to carry the count.
 		if err := tx.QueryRow(ctx, q.Count(), q.Args()...).Scan(&out.MatchedUsers); err != nil {
-			return nil, previewError(err)
+			return nil, s.previewError(err)
 		}
 	}
 	return out, nil
 }
 
-func previewError(err error) error {
+func (s *Service) previewError(err error) error {
 	if strings.Contains(err.Error(), "statement timeout") {
-		return errPreviewTimeout()
+		return errPreviewTimeout(s.previewTimeout)
 	}
 	return fmt.Errorf("run preview: %w", err)
 }
 
-func errPreviewTimeout() error {
-	return errs.Coded(errs.ErrUnavailable, "preview_timeout", "the preview took longer than %s; narrow the definition or compute the segment instead", previewTimeout)
+func errPreviewTimeout(d time.Duration) error {
+	return errs.Coded(errs.ErrUnavailable, "preview_timeout", "the preview took longer than %s; narrow the definition or compute the segment instead", d)
 }
 
 // Member is one row of the member list.

@@ -102,14 +102,19 @@ func (Version) TableName() string { return "segment_versions" }
 
 // Service owns segments, their versions, memberships and exports.
 type Service struct {
-	db   *gorm.DB
-	pool *pgxpool.Pool
-	now  func() time.Time
+	db      *gorm.DB
+	pool    *pgxpool.Pool
+	now     func() time.Time
+	starter Starter
+	// previewTimeout bounds a preview (previewTimeout; tests shorten it).
+	previewTimeout time.Duration
 }
 
-// NewService builds the service over the metadata store.
-func NewService(db *gorm.DB, pool *pgxpool.Pool, now func() time.Time) *Service {
-	return &Service{db: db, pool: pool, now: now}
+// NewService builds the service over the metadata store. starter starts the segment workflows;
+// nil where none are started (the worker): Compute, Patch, StartExport, Draft, a change of
+// refresh_every and the deletion of a refreshed segment then answer ErrUnavailable.
+func NewService(db *gorm.DB, pool *pgxpool.Pool, now func() time.Time, starter Starter) *Service {
+	return &Service{db: db, pool: pool, now: now, starter: starter, previewTimeout: previewTimeout}
 }
 
 // CreateInput is the body of POST /api/segments/.
@@ -234,8 +239,11 @@ type UpdateResult struct {
 	RefreshChanged    bool
 }
 
-// Update applies a PATCH. A new definition is validated (for its segment type), checked for
-// in_segment references (the tenant's segments, no cycles), and stored as the next version.
+// Update applies a PATCH to the record. A new definition is validated (for its segment type),
+// checked for in_segment references (the tenant's segments, no cycles), and stored as the next
+// version. A new refresh_every changes the segment's refresh schedule before the transaction
+// commits: when the schedule cannot be changed nothing is (ErrUnavailable), and when the commit
+// fails afterwards the schedule is put back. Patch also queues the recompute of a new definition.
 func (s *Service) Update(ctx context.Context, tenantID, id int64, in UpdateInput) (UpdateResult, error) {
 	var res UpdateResult
 	f := errs.Fields{}
@@ -258,13 +266,14 @@ func (s *Service) Update(ctx context.Context, tenantID, id int64, in UpdateInput
 	if err := f.Err(); err != nil {
 		return res, err
 	}
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.commitWithSchedule(ctx, func(tx *gorm.DB, undo *func() error) error {
 		seg, err := get(ctx, tx, tenantID, id, true)
 		if err != nil {
 			return err
 		}
 		now := s.now().UTC()
 		updates := map[string]any{}
+		oldEvery := refreshInterval(seg.RefreshEverySecs)
 		if in.Name != nil {
 			updates["name"] = *in.Name
 		}
@@ -311,10 +320,20 @@ func (s *Service) Update(ctx context.Context, tenantID, id int64, in UpdateInput
 		if err := tx.Model(&Segment{}).Where("tenant_id = ? AND id = ?", tenantID, id).Updates(updates).Error; err != nil {
 			return fmt.Errorf("update segment %d: %w", id, err)
 		}
-		res.Segment, err = get(ctx, tx, tenantID, id, false)
-		return err
+		if res.Segment, err = get(ctx, tx, tenantID, id, false); err != nil {
+			return err
+		}
+		if res.RefreshChanged {
+			if *undo, err = s.setRefreshInTx(ctx, tenantID, id, oldEvery, refreshInterval(res.Segment.RefreshEverySecs)); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
-	return res, err
+	if err != nil {
+		return UpdateResult{}, err
+	}
+	return res, nil
 }
 
 // validateFor checks a definition for the segment's type and returns its canonical JSON.
@@ -435,10 +454,14 @@ func refProblem(graph map[int64][]int64, selfID int64, refs []int64) (missing in
 	return 0, visit(selfID)
 }
 
-// Delete removes a segment with its versions, members, runs and exports.
+// Delete removes a segment with its versions, members, runs and exports, and its refresh
+// schedule. The schedule is deleted last, before the transaction commits: a deletion that fails
+// (a segment still in use, say) leaves the schedule, and a commit that fails after it puts the
+// schedule back. (A schedule left over anyway finds no segment and ends: see SegmentCompute.)
 func (s *Service) Delete(ctx context.Context, tenantID, id int64) error {
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if _, err := get(ctx, tx, tenantID, id, true); err != nil {
+	return s.commitWithSchedule(ctx, func(tx *gorm.DB, undo *func() error) error {
+		seg, err := get(ctx, tx, tenantID, id, true)
+		if err != nil {
 			return err
 		}
 		if users, err := dependents(ctx, tx, tenantID, id); err != nil {
@@ -452,7 +475,15 @@ func (s *Service) Delete(ctx context.Context, tenantID, id int64) error {
 		if err := tx.Exec("DELETE FROM segments WHERE tenant_id = ? AND id = ?", tenantID, id).Error; err != nil {
 			return fmt.Errorf("delete segment %d: %w", id, err)
 		}
-		return bumpCache(ctx, tx, tenantID)
+		if err := bumpCache(ctx, tx, tenantID); err != nil {
+			return err
+		}
+		if every := refreshInterval(seg.RefreshEverySecs); every > 0 {
+			if *undo, err = s.setRefreshInTx(ctx, tenantID, id, every, 0); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 

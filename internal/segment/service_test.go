@@ -40,18 +40,20 @@ var fixtureStart = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 
 // segFixture is a fresh migrated database with a service over it.
 type segFixture struct {
-	t     *testing.T
-	ctx   context.Context
-	db    *store.DB
-	svc   *segment.Service
-	clock *fakeClock
+	t       *testing.T
+	ctx     context.Context
+	db      *store.DB
+	svc     *segment.Service
+	clock   *fakeClock
+	starter *fakeStarter
 }
 
 func newSegFixture(t *testing.T) *segFixture {
 	t.Helper()
 	db := testenv.OpenDB(t)
 	clock := &fakeClock{now: fixtureStart}
-	return &segFixture{t: t, ctx: context.Background(), db: db, svc: segment.NewService(db.Gorm, db.Pool, clock.Now), clock: clock}
+	starter := newFakeStarter()
+	return &segFixture{t: t, ctx: context.Background(), db: db, svc: segment.NewService(db.Gorm, db.Pool, clock.Now, starter), clock: clock, starter: starter}
 }
 
 func (f *segFixture) exec(sql string, args ...any) {

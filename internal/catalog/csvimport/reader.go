@@ -55,6 +55,7 @@ func (e *RowError) Unwrap() error { return e.Err }
 // spreadsheet shows them. Rows whose cells are all empty are skipped.
 type Reader struct {
 	src        *guardReader
+	buf        *bufio.Reader // between src and cr
 	cr         *csv.Reader
 	base       int64 // bytes of the file before cr's input: the byte-order mark, or a resume offset
 	lineBase   int   // lines of the file before cr's input (resumed readers)
@@ -79,7 +80,7 @@ func NewReader(r io.Reader, delimiter string) (*Reader, error) {
 	}
 	src := &guardReader{r: r, limit: MaxRowBytes}
 	br := bufio.NewReaderSize(src, 64<<10)
-	rd := &Reader{src: src}
+	rd := &Reader{src: src, buf: br}
 	head, _ := br.Peek(3)
 	switch {
 	case bytes.HasPrefix(head, bomUTF8):
@@ -192,7 +193,8 @@ func Resume(rest io.Reader, delimiter string, headers []string, p Position) (*Re
 	src := &guardReader{r: rest, limit: MaxRowBytes}
 	rd := &Reader{src: src, base: p.Offset, lineBase: p.Line, headers: slices.Clone(headers), row: p.Row, line: p.Line}
 	rd.rawHeaders = slices.Clone(headers)
-	rd.cr = csv.NewReader(bufio.NewReaderSize(src, 64<<10))
+	rd.buf = bufio.NewReaderSize(src, 64<<10)
+	rd.cr = csv.NewReader(rd.buf)
 	rd.cr.Comma = comma
 	rd.cr.FieldsPerRecord = -1
 	return rd, nil
@@ -221,8 +223,15 @@ func (r *Reader) next() ([]string, int, error) {
 		if r.err != nil {
 			return nil, 0, r.err
 		}
-		r.src.mark = r.src.n
+		// The row starts where cr stands: what src has read minus what is buffered ahead.
+		r.src.mark = r.src.n - int64(r.buf.Buffered())
+		from := r.cr.InputOffset()
 		rec, err := r.cr.Read()
+		if err != io.EOF && r.src.limit > 0 && r.cr.InputOffset()-from > r.src.limit {
+			// Read to its end within the last buffer (the guard only stops a row that needs
+			// more), or a quote that ran to the end of the file: too long either way.
+			err = ErrRowTooLarge
+		}
 		if err == io.EOF {
 			r.err = io.EOF
 			return nil, 0, io.EOF
@@ -289,7 +298,8 @@ func isBlankRecord(rec []string) bool {
 }
 
 // guardReader counts the bytes read and fails once a single row has taken more than limit bytes
-// (mark is set at the start of every row).
+// and needs more (mark is the row's start, set before every row); Reader.next checks the length
+// of the row it got.
 type guardReader struct {
 	r       io.Reader
 	n, mark int64

@@ -265,6 +265,41 @@ func TestReaderFatal(t *testing.T) {
 			}
 		}
 	})
+	t.Run("row too large within one buffer", func(t *testing.T) {
+		// limit 4096: rows that fit the reader's buffer whole are checked too.
+		for _, tt := range []struct {
+			name, row string
+			tooLarge  bool
+		}{
+			{"closed quote", "B,\"" + strings.Repeat("x", 5000) + "\"\n", true},
+			{"quote never closed, to the end of the file", "B,\"never closed" + strings.Repeat("x", 5000) + "\nC,3\n", true},
+			{"at the limit", "B," + strings.Repeat("x", 4096-3) + "\n", false},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				r, err := NewReader(strings.NewReader("sku,name\nA,1\n"+tt.row+"D,4\n"), ",")
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.src.limit = 4096
+				if _, n, err := r.Next(); err != nil || n != 2 {
+					t.Fatalf("first row: %d %v", n, err)
+				}
+				_, n, err := r.Next()
+				if !tt.tooLarge {
+					if err != nil || n != 3 {
+						t.Fatalf("row at the limit: %d %v", n, err)
+					}
+					return
+				}
+				if !errors.Is(err, ErrRowTooLarge) || !strings.Contains(err.Error(), "row 3") {
+					t.Fatalf("error %v, want row 3 too large", err)
+				}
+				if _, _, err := r.Next(); !errors.Is(err, ErrRowTooLarge) {
+					t.Fatalf("error after %v, want it again", err)
+				}
+			})
+		}
+	})
 	t.Run("row too large", func(t *testing.T) {
 		data := "sku,name\nA,1\nB,\"never closed\n" + strings.Repeat("more text\n", 10000)
 		r, err := NewReader(strings.NewReader(data), ",")

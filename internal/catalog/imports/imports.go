@@ -93,24 +93,33 @@ type Starter interface {
 	StartImport(ctx context.Context, tenantID, jobID int64) (string, error)
 }
 
+// NoStarter is the Starter of a role that runs imports but does not start them: Confirm
+// answers 503 with why.
+type NoStarter struct{}
+
+// StartImport refuses.
+func (NoStarter) StartImport(context.Context, int64, int64) (string, error) {
+	return "", fmt.Errorf("%w: imports cannot be started here (this process has no import starter)", errs.ErrUnavailable)
+}
+
 // Service owns the import jobs of every tenant.
 type Service struct {
 	pool      *pgxpool.Pool
 	catalog   *catalog.Service
 	blob      blob.Store
-	now       func() time.Time
 	starter   Starter
+	now       func() time.Time
 	chunkRows int
 }
 
-// NewService builds the service. starter may be nil until SetStarter (the worker needs no
-// starter; the API does).
-func NewService(pool *pgxpool.Pool, cat *catalog.Service, store blob.Store, now func() time.Time) *Service {
-	return &Service{pool: pool, catalog: cat, blob: store, now: now, chunkRows: DefaultChunkRows}
+// NewService builds the service. starter is what Confirm starts imports with (NoStarter{} where
+// imports are not started).
+func NewService(pool *pgxpool.Pool, cat *catalog.Service, store blob.Store, starter Starter, now func() time.Time) *Service {
+	if starter == nil {
+		starter = NoStarter{}
+	}
+	return &Service{pool: pool, catalog: cat, blob: store, starter: starter, now: now, chunkRows: DefaultChunkRows}
 }
-
-// SetStarter sets what Confirm starts imports with.
-func (s *Service) SetStarter(st Starter) { s.starter = st }
 
 // SetChunkRows sets the rows per chunk (tests use small chunks to cross many checkpoints).
 func (s *Service) SetChunkRows(n int) {
@@ -337,67 +346,61 @@ type ConfirmInput struct {
 }
 
 // Confirm saves the schema, records the mapping, moves the job to importing and starts the
-// import. A job that is not in mapping is refused (400, job_not_in_mapping). When the import
-// cannot be started the job goes back to mapping and the error (503) says why: confirm again.
+// import. The job's status is checked and claimed in the transaction that saves the schema,
+// under the job's row lock: a job that is not in mapping (confirmed already, by this call's
+// twin or before) is refused (400, job_not_in_mapping) and the schema is left as it was. When
+// the import cannot be started the job goes back to mapping and the error (503) says why:
+// confirm again (the schema stays saved).
 func (s *Service) Confirm(ctx context.Context, tenantID, jobID int64, in ConfirmInput) (*Job, error) {
-	if s.starter == nil {
-		return nil, fmt.Errorf("%w: imports cannot be started here", errs.ErrUnavailable)
-	}
-	job, err := s.Get(ctx, tenantID, jobID)
-	if err != nil {
-		return nil, err
-	}
-	if job.Status != StatusMapping {
-		return nil, notInMapping(job)
-	}
-	current, err := s.catalog.Schema(ctx, tenantID)
-	if err != nil {
-		return nil, err
-	}
-	next := *current
-	if in.Schema != nil {
-		next.Fields = *in.Schema
-		if next.Fields == nil {
-			next.Fields = []catalog.Field{}
-		}
-	}
-	if in.DefaultCurrency != nil {
-		next.DefaultCurrency = *in.DefaultCurrency
-	}
-	if in.DefaultLocale != nil {
-		next.DefaultLocale = *in.DefaultLocale
-	}
-	if err := next.Validate(); err != nil {
-		return nil, schemaPaths(err)
-	}
-	if err := checkMapping(job.Headers, in.Mapping, next.Fields); err != nil {
-		return nil, err
-	}
-	if _, err := s.catalog.PutSchema(ctx, tenantID, next); err != nil {
-		return nil, err
-	}
 	mapping, err := json.Marshal(in.Mapping)
 	if err != nil {
 		return nil, fmt.Errorf("encode the mapping: %w", err)
 	}
-	now := s.now().UTC()
-	tag, err := s.pool.Exec(ctx, `UPDATE import_jobs SET status = 'importing', mapping = $3, started_at = $4, updated_at = $4
-		WHERE tenant_id = $1 AND id = $2 AND status = 'mapping'`, tenantID, jobID, mapping, now)
-	if err != nil {
-		return nil, fmt.Errorf("confirm import job %d: %w", jobID, err)
-	}
-	if tag.RowsAffected() == 0 { // confirmed by a concurrent call
-		if job, err = s.Get(ctx, tenantID, jobID); err != nil {
-			return nil, err
+	_, err = s.catalog.EditSchema(ctx, tenantID, func(ctx context.Context, tx pgx.Tx, current catalog.Schema) (catalog.Schema, error) {
+		job, err := s.get(ctx, tx, tenantID, jobID, true)
+		if err != nil {
+			return current, err
 		}
-		return nil, notInMapping(job)
+		if job.Status != StatusMapping {
+			return current, notInMapping(job)
+		}
+		next := current
+		if in.Schema != nil {
+			next.Fields = *in.Schema
+			if next.Fields == nil {
+				next.Fields = []catalog.Field{}
+			}
+		}
+		if in.DefaultCurrency != nil {
+			next.DefaultCurrency = *in.DefaultCurrency
+		}
+		if in.DefaultLocale != nil {
+			next.DefaultLocale = *in.DefaultLocale
+		}
+		if err := next.Validate(); err != nil {
+			return current, err
+		}
+		if err := checkMapping(job.Headers, in.Mapping, next.Fields); err != nil {
+			return current, err
+		}
+		now := s.now().UTC()
+		if _, err := tx.Exec(ctx, `UPDATE import_jobs SET status = 'importing', mapping = $3, started_at = $4, updated_at = $4
+			WHERE tenant_id = $1 AND id = $2`, tenantID, jobID, mapping, now); err != nil {
+			return current, fmt.Errorf("confirm import job %d: %w", jobID, err)
+		}
+		return next, nil
+	})
+	if err != nil {
+		return nil, schemaPaths(err)
 	}
 	wid, err := s.starter.StartImport(ctx, tenantID, jobID)
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		_, _ = s.pool.Exec(cctx, `UPDATE import_jobs SET status = 'mapping', started_at = NULL, updated_at = $3
-			WHERE tenant_id = $1 AND id = $2 AND status = 'importing' AND processed_rows = 0`, tenantID, jobID, s.now().UTC())
+		if _, uerr := s.pool.Exec(cctx, `UPDATE import_jobs SET status = 'mapping', started_at = NULL, updated_at = $3
+			WHERE tenant_id = $1 AND id = $2 AND status = 'importing' AND processed_rows = 0`, tenantID, jobID, s.now().UTC()); uerr != nil {
+			return nil, fmt.Errorf("%w (and the job could not go back to mapping: %w)", err, uerr)
+		}
 		return nil, err
 	}
 	if _, err := s.pool.Exec(ctx, `UPDATE import_jobs SET workflow_id = $3 WHERE tenant_id = $1 AND id = $2`, tenantID, jobID, wid); err != nil {
@@ -411,20 +414,20 @@ func notInMapping(job *Job) error {
 }
 
 // schemaPaths names the schema's field errors as the confirm body has them: its fields list is
-// "schema" ("fields[0].type" -> "schema[0].type").
+// "schema" ("fields[0].type" -> "schema[0].type"). The error's code and message stay.
 func schemaPaths(err error) error {
 	var ve *errs.ValidationError
 	if !errors.As(err, &ve) || len(ve.Fields) == 0 {
 		return err
 	}
-	f := errs.Fields{}
+	f := make(map[string]string, len(ve.Fields))
 	for k, v := range ve.Fields {
 		if rest, ok := strings.CutPrefix(k, "fields"); ok {
 			k = "schema" + rest
 		}
 		f[k] = v
 	}
-	return f.Err()
+	return &errs.ValidationError{Code: ve.Code, Msg: ve.Msg, Fields: f}
 }
 
 func checkMapping(headers []string, mapping map[string]*string, fields []catalog.Field) error {

@@ -58,9 +58,8 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	cat := catalog.NewService(db.Pool, time.Now)
-	svc := imports.NewService(db.Pool, cat, l, time.Now)
 	st := &starter{}
-	svc.SetStarter(st)
+	svc := imports.NewService(db.Pool, cat, l, st, time.Now)
 	return &fixture{ctx: context.Background(), db: db, cat: cat, svc: svc, blob: l, starter: st}
 }
 
@@ -630,4 +629,135 @@ func TestLargeImportAnalyses(t *testing.T) {
 	if !analysed() {
 		t.Fatal("a 10,000-product import did not analyse the products table")
 	}
+}
+
+// waitLockWaiters waits until n sessions of the test database wait on a lock.
+func waitLockWaiters(t *testing.T, db *store.DB, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := testenv.Count(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions wait on a lock after 30s, want %d", got, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestConfirmRace: two confirms of one job with different schemas, both under way before either
+// has written anything (the test holds the job's row lock until both wait). Exactly one
+// confirms and starts the import; the other is refused and has changed nothing: the schema is
+// the winner's.
+func TestConfirmRace(t *testing.T) {
+	f := newFixture(t)
+	tenant := testenv.Tenant(t, f.db, "race")
+	job := f.upload(t, tenant, "r.csv", []byte("sku,name,price\nA,Alpha,1\n"))
+	str := func(s string) *string { return &s }
+	confirm := func(field string) imports.ConfirmInput {
+		return imports.ConfirmInput{
+			Mapping: map[string]*string{"sku": str("sku"), "name": str("name"), "price": str(field)},
+			Schema:  &[]catalog.Field{{Name: field, Type: catalog.TypePrice}},
+		}
+	}
+	hold, err := f.db.Pool.Begin(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback(f.ctx) }()
+	if _, err := hold.Exec(f.ctx, `SELECT 1 FROM import_jobs WHERE tenant_id = $1 AND id = $2 FOR UPDATE`, tenant, job.JobID); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		field string
+		job   *imports.Job
+		err   error
+	}
+	results := make(chan result, 2)
+	for i, field := range []string{"price_a", "price_b"} {
+		go func() {
+			j, err := f.svc.Confirm(f.ctx, tenant, job.JobID, confirm(field))
+			results <- result{field, j, err}
+		}()
+		waitLockWaiters(t, f.db, int64(i+1))
+	}
+	if err := hold.Rollback(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	var winner string
+	refused := 0
+	for range 2 {
+		r := <-results
+		var ce *errs.CodedError
+		switch {
+		case r.err == nil && winner == "" && r.job.Status == imports.StatusImporting:
+			winner = r.field
+		case errors.As(r.err, &ce) && ce.Code == "job_not_in_mapping" && errors.Is(r.err, errs.ErrInvalid):
+			refused++
+		default:
+			t.Fatalf("confirm with %s: %+v, %v; want one import started and one job_not_in_mapping", r.field, r.job, r.err)
+		}
+	}
+	if winner == "" || refused != 1 {
+		t.Fatalf("winner %q, %d refused", winner, refused)
+	}
+	if len(f.starter.started) != 1 {
+		t.Fatalf("imports started: %v, want one", f.starter.started)
+	}
+	sc, err := f.cat.Schema(f.ctx, tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Fields) != 1 || sc.Fields[0].Name != winner {
+		t.Fatalf("schema %+v after the race, want the winner's (%s)", sc.Fields, winner)
+	}
+	got, err := f.svc.Get(f.ctx, tenant, job.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mapped(got.Mapping, "price") != winner {
+		t.Fatalf("job mapping %v, want the winner's", got.Mapping)
+	}
+}
+
+// TestConfirmConfirmedJobLeavesSchema: confirming a job that is importing or done is refused
+// and leaves the schema (fields, currency, locale) as it is, with no import started.
+func TestConfirmConfirmedJobLeavesSchema(t *testing.T) {
+	f := newFixture(t)
+	tenant := testenv.Tenant(t, f.db, "again")
+	str := func(s string) *string { return &s }
+	job := f.upload(t, tenant, "r.csv", []byte("sku,name,price\nA,Alpha,1\n"))
+	first := imports.ConfirmInput{Mapping: map[string]*string{"sku": str("sku"), "name": str("name"), "price": str("price")},
+		Schema: &[]catalog.Field{{Name: "price", Type: catalog.TypePrice}}}
+	if _, err := f.svc.Confirm(f.ctx, tenant, job.JobID, first); err != nil {
+		t.Fatal(err)
+	}
+	before, err := f.cat.Schema(f.ctx, tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := imports.ConfirmInput{Mapping: map[string]*string{"sku": str("sku"), "name": str("name"), "price": str("cost")},
+		Schema: &[]catalog.Field{{Name: "cost", Type: catalog.TypeNumber}}, DefaultCurrency: str("EUR"), DefaultLocale: str("de-DE")}
+	check := func(when string) {
+		t.Helper()
+		var ce *errs.CodedError
+		if _, err := f.svc.Confirm(f.ctx, tenant, job.JobID, again); !errors.As(err, &ce) || ce.Code != "job_not_in_mapping" {
+			t.Fatalf("confirm %s: %v, want job_not_in_mapping", when, err)
+		}
+		after, err := f.cat.Schema(f.ctx, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Fatalf("schema %s changed by a refused confirm: %+v, was %+v", when, after, before)
+		}
+		if len(f.starter.started) != 1 {
+			t.Fatalf("imports started: %v, want only the first", f.starter.started)
+		}
+	}
+	check("while importing")
+	f.run(t, tenant, &imports.Job{JobID: job.JobID})
+	check("when done")
 }

@@ -105,10 +105,10 @@ func (s *Service) Run(ctx context.Context, tenantID, jobID int64, progress func(
 // statistics of the products table itself.
 const analyzeThreshold = 10_000
 
-// analyzeAfter refreshes the statistics after a large import, as autovacuum would within a minute
-// or so where it runs: until then list filters are planned from what the table held before the
-// import (task bench:catalog, no count cached: list p50 22-30 ms right after a 100k load, 13-19 ms
-// once analysed). Best effort: the import is done either way.
+// analyzeAfter refreshes the statistics after a large import, as autovacuum would a while later
+// where it runs: until then list filters are planned from what the table held before the import,
+// and lists are measurably slower (task bench:catalog compares a list right after a load with one
+// after ANALYZE). Best effort: the import is done either way.
 func analyzeAfter(ctx context.Context, pool *pgxpool.Pool, job *Job) {
 	if job.Created+job.Updated < analyzeThreshold {
 		return

@@ -267,7 +267,7 @@ func canonicalJSON(v any) json.RawMessage {
 // bodies that hold the definition under that key.
 func withPrefix(err error, prefix string) error {
 	var ve *errs.ValidationError
-	if !errors.As(err, &ve) {
+	if prefix == "" || !errors.As(err, &ve) {
 		return err
 	}
 	out := &errs.ValidationError{Code: ve.Code, Msg: ve.Msg, Fields: make(map[string]string, len(ve.Fields))}

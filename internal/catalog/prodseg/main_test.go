@@ -63,7 +63,7 @@ func newFixture(t testing.TB) *fixture {
 	db := testenv.OpenDB(t)
 	clock := &fakeClock{now: clockStart}
 	cat := catalog.NewService(db.Pool, clock.Now)
-	return &fixture{t: t, ctx: context.Background(), db: db, cat: cat, svc: prodseg.NewService(db.Pool, cat, clock.Now), clock: clock}
+	return &fixture{t: t, ctx: context.Background(), db: db, cat: cat, svc: prodseg.NewService(db.Pool, cat, nil, clock.Now), clock: clock}
 }
 
 // with is the fixture reporting to t (a subtest).

@@ -42,7 +42,8 @@ const (
 	MaxNameLength        = 200
 	MaxDescriptionLength = 4000
 	MaxErrorLength       = 2000
-	SampleSize           = 10 // SKUs a preview returns
+	SampleSize           = 10  // SKUs a preview returns unless it asks for another limit
+	MaxPreviewLimit      = 100 // the most SKUs a preview returns
 	DefaultMembersLimit  = 50
 	MaxMembersLimit      = 200
 	PreviewTimeout       = 30 * time.Second
@@ -83,16 +84,72 @@ func scanSegment(row pgx.Row) (*Segment, error) {
 	return &s, nil
 }
 
+// ComputeStarter starts a segment's compute workflow, or signals the one running (which joins
+// the request or runs once more), and returns its id (workflows.ProductSegmentJobs in
+// production).
+type ComputeStarter interface {
+	StartCompute(ctx context.Context, tenantID, segmentID int64) (string, error)
+}
+
 // Service owns the product segments of every tenant.
 type Service struct {
 	pool    *pgxpool.Pool
 	catalog *catalog.Service
+	starter ComputeStarter // nil where computes are not requested (the worker)
 	now     func() time.Time
 }
 
-// NewService builds the service; the catalogue service gives the tenants' product schemas.
-func NewService(pool *pgxpool.Pool, cat *catalog.Service, now func() time.Time) *Service {
-	return &Service{pool: pool, catalog: cat, now: now}
+// NewService builds the service; the catalogue service gives the tenants' product schemas, and
+// RequestCompute starts computes with starter (nil in a process that only runs them: there
+// RequestCompute answers 503).
+func NewService(pool *pgxpool.Pool, cat *catalog.Service, starter ComputeStarter, now func() time.Time) *Service {
+	return &Service{pool: pool, catalog: cat, starter: starter, now: now}
+}
+
+// Timeouts of a compute request once it is recorded. Neither runs on the caller's context: a
+// client that goes away after the segment was marked queued must not leave it so without a
+// started compute, so the start goes through (or fails and is undone) whatever the caller does.
+const (
+	startTimeout = 30 * time.Second
+	undoTimeout  = 10 * time.Second
+)
+
+// startFailedMessage is the segment's last_error when its compute could not be started.
+const startFailedMessage = "could not start the compute: the workflow service is unavailable"
+
+// RequestCompute marks the segment queued (a segment already computing stays so; its workflow
+// runs again after the current run) and starts or signals its compute workflow, returning the
+// workflow id. When the workflow cannot be started the segment does not stay queued: it goes to
+// error with the reason in last_error, and the error (503) says why. Once the segment is marked,
+// the caller's cancellation no longer applies: the start and its undo run to completion within
+// their timeouts.
+func (s *Service) RequestCompute(ctx context.Context, tenantID, id int64) (string, error) {
+	if s.starter == nil {
+		return "", fmt.Errorf("%w: product segment computes cannot be started here", errs.ErrUnavailable)
+	}
+	if _, err := s.MarkQueued(ctx, tenantID, id); err != nil {
+		return "", err
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancel()
+	wf, err := s.starter.StartCompute(sctx, tenantID, id)
+	if err == nil {
+		return wf, nil
+	}
+	uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer ucancel()
+	if uerr := s.unqueue(uctx, tenantID, id, startFailedMessage); uerr != nil {
+		return "", errors.Join(err, fmt.Errorf("record the failed start of product segment %d: %w", id, uerr))
+	}
+	return "", err
+}
+
+// unqueue records a compute that could not be started on a segment still queued (a segment the
+// running workflow has moved on is left to it).
+func (s *Service) unqueue(ctx context.Context, tenantID, id int64, msg string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE product_segments SET status = 'error', last_error = $3, updated_at = $4
+		WHERE tenant_id = $1 AND id = $2 AND status = 'queued'`, tenantID, id, truncate(msg, MaxErrorLength), s.now().UTC())
+	return err
 }
 
 // CreateInput is the body of POST /api/product-segments/.
@@ -299,13 +356,56 @@ type Preview struct {
 	Params []any  `json:"params"`
 }
 
-// Preview evaluates a definition (the request body) over the tenant's products without storing
-// anything: the number of matches, the SKUs of the first SampleSize in id order, and the SQL.
-// Field errors are keyed by their path in the definition ("conditions[1].value").
-func (s *Service) Preview(ctx context.Context, tenantID int64, raw []byte) (*Preview, error) {
-	def, err := Parse(raw)
+// parsePreviewBody reads a preview request in either form: {"definition": ..., "limit": n} (as
+// the segment preview takes it; recognised by its top-level "definition" key, which no
+// definition has) or the bare definition. It returns the definition, the sample limit, and the
+// prefix of the definition's field errors ("definition" in the wrapped form, none bare).
+func parsePreviewBody(body []byte) (json.RawMessage, int, string, error) {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil || top["definition"] == nil {
+		return body, SampleSize, "", nil
+	}
+	f := errs.Fields{}
+	limit := SampleSize
+	for k, v := range top {
+		switch k {
+		case "definition":
+			if string(v) == "null" {
+				f.Add("definition", "is required: {\"logic\": \"AND\", \"conditions\": [{\"field\", \"operator\", \"value\"}]}")
+			}
+		case "limit":
+			if string(v) == "null" {
+				continue
+			}
+			n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
+			if err != nil || n < 0 || n > MaxPreviewLimit {
+				f.Add("limit", "must be an integer from 0 to %d", MaxPreviewLimit)
+				continue
+			}
+			limit = n
+		default:
+			f.Add(k, "is not a field of a preview request: send {\"definition\", \"limit\"}")
+		}
+	}
+	if err := f.Err(); err != nil {
+		return nil, 0, "", err
+	}
+	return top["definition"], limit, "definition", nil
+}
+
+// Preview evaluates a definition over the tenant's products without storing anything: the
+// number of matches, the SKUs of the first limit (default SampleSize, at most MaxPreviewLimit) in
+// id order, and the SQL. The body is {"definition": ..., "limit": n} or the bare definition;
+// field errors are keyed by their path in the body ("definition.conditions[1].value", or
+// "conditions[1].value" for a bare definition).
+func (s *Service) Preview(ctx context.Context, tenantID int64, body []byte) (*Preview, error) {
+	raw, limit, prefix, err := parsePreviewBody(body)
 	if err != nil {
 		return nil, err
+	}
+	def, err := Parse(raw)
+	if err != nil {
+		return nil, withPrefix(err, prefix)
 	}
 	sc, err := s.catalog.Schema(ctx, tenantID)
 	if err != nil {
@@ -313,7 +413,7 @@ func (s *Service) Preview(ctx context.Context, tenantID int64, raw []byte) (*Pre
 	}
 	q, err := Compile(def, sc, tenantID)
 	if err != nil {
-		return nil, err
+		return nil, withPrefix(err, prefix)
 	}
 	ctx, cancel := context.WithTimeout(ctx, PreviewTimeout)
 	defer cancel()
@@ -328,10 +428,10 @@ func (s *Service) Preview(ctx context.Context, tenantID int64, raw []byte) (*Pre
 		if err := tx.QueryRow(ctx, "SELECT count(*) FROM products p WHERE "+q.Where, q.Args...).Scan(&out.MatchedCount); err != nil {
 			return err
 		}
-		if out.MatchedCount == 0 {
+		if out.MatchedCount == 0 || limit == 0 {
 			return nil
 		}
-		args := append(append([]any{}, q.Args...), SampleSize)
+		args := append(append([]any{}, q.Args...), limit)
 		rows, err := tx.Query(ctx, fmt.Sprintf("SELECT p.sku FROM products p WHERE %s ORDER BY p.id LIMIT $%d", q.Where, len(args)), args...)
 		if err != nil {
 			return err

@@ -531,7 +531,8 @@ func TestProdsegPreview(t *testing.T) {
 	if n := f.count("SELECT count(*) FROM product_segments") + f.count("SELECT count(*) FROM product_segment_members"); n != 0 {
 		t.Errorf("preview stored %d rows", n)
 	}
-	// Errors are keyed by their path in the definition itself.
+	// Errors are keyed by their path in the definition itself (the wrapped form: see
+	// TestProdsegPreviewRequestForms).
 	tests := []struct {
 		name string
 		def  string
@@ -539,7 +540,6 @@ func TestProdsegPreview(t *testing.T) {
 	}{
 		{name: "empty body", def: ``, want: map[string]string{"definition": "is required"}},
 		{name: "unknown field", def: cond("size", "eq", `"M"`), want: map[string]string{"conditions[0].field": "not a field"}},
-		{name: "wrapped in definition", def: `{"definition":` + redDef + `}`, want: map[string]string{"definition": "not a field of a group", "conditions": "is required"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

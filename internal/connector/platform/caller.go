@@ -10,12 +10,16 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cohort-dev/cohort/internal/safehttp"
 )
 
 // Caller makes one adapter's HTTP calls: it waits on the connector's token bucket before every
 // request, waits out 429 answers (Retry-After or X-RateLimit-Reset) a few times in place, and
 // turns every other failure into an *Error: 5xx, 408 and network errors retryable (the activity
-// retries them with backoff), 4xx permanent with the platform's own message.
+// retries them with backoff), 4xx permanent with the platform's own message, and so are the
+// outbound client's refusals (safehttp.Permanent: a blocked destination, a bad URL, a redirect
+// loop), which retrying cannot change.
 type Caller struct {
 	Platform string // "klaviyo", used in messages
 	HTTP     *http.Client
@@ -35,8 +39,8 @@ type Caller struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Now is the clock for X-RateLimit-Reset; nil is time.Now.
 	Now func() time.Time
-	// PermanentNetworkErrors are failures retrying cannot fix (safehttp.ErrBlockedAddress, a bad
-	// URL): they fail the call non-retryable.
+	// PermanentNetworkErrors are further failures retrying cannot fix, besides safehttp's
+	// refusals: they fail the call non-retryable.
 	PermanentNetworkErrors []error
 }
 
@@ -164,16 +168,27 @@ func (c *Caller) retryAfter(h http.Header) time.Duration {
 	return time.Second
 }
 
+// blockedMessage is what a tenant reads when the outbound client refuses the destination: no
+// address and no URL (safehttp logs what the host resolved to for the operator).
+const blockedMessage = "destination not allowed: the platform URL must reach a public address"
+
 func (c *Caller) networkError(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return &Error{Platform: c.Platform, Message: c.scrub(err.Error()), Retryable: !c.isPermanent(err)}
+	msg := c.scrub(err.Error())
+	if errors.Is(err, safehttp.ErrBlockedAddress) {
+		msg = blockedMessage
+	}
+	return &Error{Platform: c.Platform, Message: msg, Retryable: !c.isPermanent(err)}
 }
 
 func (c *Caller) scrub(s string) string { return Scrub(s, c.Secrets...) }
 
 func (c *Caller) isPermanent(err error) bool {
+	if safehttp.Permanent(err) {
+		return true
+	}
 	for _, pe := range c.PermanentNetworkErrors {
 		if errors.Is(err, pe) {
 			return true

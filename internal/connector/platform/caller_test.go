@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/connector/platform"
+	"github.com/cohort-dev/cohort/internal/safehttp"
 )
 
 const secretKey = "sk_live_TOPSECRET_4f3e2d1c"
@@ -294,9 +295,8 @@ func TestCallerNeverLeaksTheKey(t *testing.T) {
 // TestCallerCutBodyLeaksNoPieceOfTheKey: a raw error body longer than 300 characters is cut;
 // a key straddling the cut must not leave its first characters in the message.
 //
-// BUG (fails): Do cuts the body to 300 characters first and scrubs afterwards, so the key no
-// longer appears whole and Scrub misses it: "xxx…sk_live_TO..." keeps the key's first 10
-// characters (more of a longer key). Scrub before cutting.
+// Do scrubs the body before cutting it to 300 characters, so no prefix of the key survives the
+// cut.
 func TestCallerCutBodyLeaksNoPieceOfTheKey(t *testing.T) {
 	srv := newScripted(t, reply{status: 502, body: strings.Repeat("x", 290) + secretKey + strings.Repeat("y", 50)})
 	c := newCaller(srv.Client(), &sleeps{})
@@ -334,6 +334,15 @@ func TestCallerNetworkErrors(t *testing.T) {
 		{"an unlisted error stays retryable", &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
 			return nil, errors.New("connection reset by peer")
 		})}, "https://api.example.com/x", []error{errBlocked}, true},
+		{"safehttp's blocked destination is permanent unlisted", &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
+			return nil, fmt.Errorf("host internal.corp: %w", safehttp.ErrBlockedAddress)
+		})}, "https://internal.corp/x", nil, false},
+		{"safehttp's redirect loop is permanent unlisted", &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
+			return nil, fmt.Errorf("redirect to api.example.com: stopped after 5: %w", safehttp.ErrTooManyRedirects)
+		})}, "https://api.example.com/x", nil, false},
+		{"safehttp's bad url is permanent unlisted", &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
+			return nil, fmt.Errorf("redirect to x: %w", safehttp.ErrBadURL)
+		})}, "https://api.example.com/x", nil, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -349,6 +358,11 @@ func TestCallerNetworkErrors(t *testing.T) {
 			}
 			if !strings.HasPrefix(pe.Error(), "acme: ") || strings.Contains(pe.Error(), "HTTP") {
 				t.Errorf("Error() %q, want \"acme: <message>\"", pe.Error())
+			}
+
+			if strings.Contains(tc.name, "blocked destination") && (pe.Message != "destination not allowed: the platform URL must reach a public address" ||
+				strings.Contains(pe.Error(), "internal.corp")) {
+				t.Errorf("a blocked destination reads %q, want only that the destination is not allowed", pe.Error())
 			}
 		})
 	}
@@ -405,10 +419,8 @@ func TestCallerAnswerTooLarge(t *testing.T) {
 // TestCallerHugeRetryAfter: a Retry-After too large to be a time.Duration is a wait longer than
 // MaxWait: not waited in place, and the error's RetryAfter is not negative.
 //
-// BUG (fails, minor): retryAfter converts secs*1e9 to a Duration without bounds; a value beyond
-// ~292 years overflows int64 (on amd64 to the minimum), the negative RetryAfter passes the
-// "<= MaxWait" test and the call waits the 100ms floor in place (5 times), then fails with a
-// negative RetryAfter.
+// retryAfter clamps the seconds to a day before converting them, so a value beyond what a
+// Duration holds does not overflow into a negative wait that would be waited out in place.
 func TestCallerHugeRetryAfter(t *testing.T) {
 	srv := newScripted(t, reply{status: 429, header: map[string]string{"Retry-After": "99999999999"}})
 	sl := &sleeps{}
