@@ -1,5 +1,5 @@
 // Package ingest accepts behavioural events: it decodes and validates them, publishes accepted
-// batches to Pub/Sub, and (in the worker) loads them into the warehouse, the profile store and the
+// batches to the event bus (Pub/Sub or NATS JetStream), and (in the worker) loads them into the warehouse, the profile store and the
 // stats rollups, exactly once per event id.
 package ingest
 
@@ -15,6 +15,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/cohort-dev/cohort/internal/ident"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 )
 
@@ -23,7 +24,7 @@ const (
 	MaxBatchEvents    = 500
 	MaxEventBytes     = 32 << 10
 	MaxBatchBytes     = 4 << 20
-	MaxUserIDLen      = 255
+	MaxUserIDLen      = ident.MaxUserIDLen
 	MaxMessageIDLen   = 128
 	MaxFutureSkew     = 24 * time.Hour
 	ContextIdentified = "context_identified"
@@ -134,7 +135,13 @@ func Validate(in Input, tenantID int64, receivedAt time.Time) (warehouse.Event, 
 				return ev, reject("invalid_sent_at", "sent_at", "must be an RFC 3339 timestamp")
 			}
 			// The client's clock may be off: keep the interval it measured, anchor it at receipt.
-			ev.OccurredAt = receivedAt.Add(-sent.Sub(t)).UTC()
+			// An interval beyond what a time.Duration holds (about 292 years) would saturate and
+			// anchor the event at a made-up time: refuse it.
+			measured := sent.Sub(t)
+			if !t.Add(measured).Equal(sent) {
+				return ev, reject("invalid_sent_at", "sent_at", "is too far from occurred_at to correct the client's clock")
+			}
+			ev.OccurredAt = receivedAt.Add(-measured).UTC()
 		}
 		if ev.OccurredAt.After(receivedAt.Add(MaxFutureSkew)) {
 			return ev, reject("invalid_occurred_at", "occurred_at", "is more than 24 hours in the future")
@@ -161,19 +168,8 @@ func Validate(in Input, tenantID int64, receivedAt time.Time) (warehouse.Event, 
 }
 
 func checkUserID(s string) *Rejection {
-	if s == "" {
-		return reject("invalid_user_id", "user_id", "is required")
-	}
-	if !utf8.ValidString(s) {
-		return reject("invalid_user_id", "user_id", "must be valid UTF-8")
-	}
-	if utf8.RuneCountInString(s) > MaxUserIDLen {
-		return reject("invalid_user_id", "user_id", "must be at most 255 characters")
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return reject("invalid_user_id", "user_id", "must not contain control characters")
-		}
+	if err := ident.CheckUserID(s); err != nil {
+		return reject("invalid_user_id", "user_id", "%s", err.Error())
 	}
 	return nil
 }
