@@ -5,3 +5,9 @@ var PartitionOf = partitionOf
 
 // DefaultMaxBatchEvents is the loader's batch bound, which BenchmarkLoadCeiling's batches follow.
 const DefaultMaxBatchEvents = defaultMaxBatchEvents
+
+// EncodeMessage and MessageSize expose the bus message encoder and its size bound.
+var (
+	EncodeMessage = encodeMessage
+	MessageSize   = messageSize
+)
