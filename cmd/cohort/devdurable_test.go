@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -47,18 +48,18 @@ type devProcess struct {
 	log                       *syncBuffer
 }
 
-func newDevProcess(t *testing.T) *devProcess {
+func newDevProcess(t testing.TB) *devProcess {
 	t.Helper()
 	bin, err := devBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &devProcess{bin: bin, dataDir: t.TempDir(), dbURL: testenv.Database(t), addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), log: &syncBuffer{}}
+	p := &devProcess{bin: bin, dataDir: t.TempDir(), dbURL: testenv.Database(t), addr: fmt.Sprintf("127.0.0.1:%d", loopbackPort(t)), log: &syncBuffer{}}
 	p.env = append(os.Environ(),
 		"DATABASE_URL="+p.dbURL,
 		"COHORT_DATA_DIR="+p.dataDir,
 		"COHORT_HTTP_ADDR="+p.addr,
-		"COHORT_DEV_TEMPORAL_PORT="+strconv.Itoa(freePort(t)),
+		"COHORT_DEV_TEMPORAL_PORT="+strconv.Itoa(loopbackPort(t)),
 		"COHORT_DEV_UI_PORT=0",
 		"COHORT_LOG_LEVEL=info",
 		"COHORT_SECRET_KEY=", "PUBSUB_PROJECT=", "NATS_URL=", "COHORT_BUS=",
@@ -84,7 +85,7 @@ func tail(s string, lines int) string {
 }
 
 // start runs cohort dev and waits until it is ready.
-func (p *devProcess) start(t *testing.T) {
+func (p *devProcess) start(t testing.TB) {
 	t.Helper()
 	p.cmd = exec.Command(p.bin, "dev")
 	p.cmd.Env = p.env
@@ -116,7 +117,7 @@ func (p *devProcess) start(t *testing.T) {
 }
 
 // createTenant runs `cohort tenants create` against the dev's database and data dir.
-func (p *devProcess) createTenant(t *testing.T) (id int64, secret string) {
+func (p *devProcess) createTenant(t testing.TB) (id int64, secret string) {
 	t.Helper()
 	cmd := exec.Command(p.bin, "tenants", "create", "--slug", "shop")
 	cmd.Env = p.env
@@ -289,7 +290,7 @@ func TestDevKeepsAcceptedEvents(t *testing.T) {
 	}
 }
 
-func countStored(t *testing.T, pool *pgxpool.Pool, tenantID int64) int {
+func countStored(t testing.TB, pool *pgxpool.Pool, tenantID int64) int {
 	t.Helper()
 	var n int
 	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM warehouse.events WHERE tenant_id = $1`, tenantID).Scan(&n); err != nil {
@@ -311,4 +312,84 @@ func checkStoredOnce(t *testing.T, pool *pgxpool.Pool, tenantID int64, accepted 
 		t.Fatal(err)
 	}
 	return missing, dups
+}
+
+// BenchmarkDevRSS runs a real cohort dev process (embedded NATS JetStream, Temporal, Postgres
+// warehouse), sends it COHORT_BENCH_DEV_EVENTS events (default 5,000,000) in 500-event batches from
+// 4 clients, waits until the loader has stored them all, and reports the process's resident
+// memory then (rss-MB), at its peak (peak-rss-MB, VmHWM) and before the first event (idle-rss-MB),
+// with the end-to-end events/s.
+func BenchmarkDevRSS(b *testing.B) {
+	total := 5_000_000
+	if v := os.Getenv("COHORT_BENCH_DEV_EVENTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total = n
+	}
+	for b.Loop() {
+		p := newDevProcess(b)
+		p.start(b)
+		tenantID, key := p.createTenant(b)
+		idle, _ := procMemory(b, p.cmd.Process.Pid)
+		b.ReportMetric(idle, "idle-rss-MB")
+		pool, err := pgxpool.New(context.Background(), p.dbURL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		never := make(chan struct{})
+		accepted, _, failed := stream("http://"+p.addr, key, total/500, total/500+1, make(chan struct{}), never)
+		if failed > 0 || len(accepted) != total/500*500 {
+			b.Fatalf("%d events accepted, %d requests failed", len(accepted), failed)
+		}
+		sent := time.Since(start)
+		for countStored(b, pool, tenantID) < len(accepted) {
+			time.Sleep(500 * time.Millisecond)
+		}
+		took := time.Since(start)
+		pool.Close()
+		rss, peak := procMemory(b, p.cmd.Process.Pid)
+		b.ReportMetric(rss, "rss-MB")
+		b.ReportMetric(peak, "peak-rss-MB")
+		b.ReportMetric(float64(len(accepted))/sent.Seconds(), "accepted-events/s")
+		b.ReportMetric(float64(len(accepted))/took.Seconds(), "stored-events/s")
+		_ = p.cmd.Process.Signal(syscall.SIGINT)
+		<-p.exited
+	}
+}
+
+// loopbackPort is a free port on 127.0.0.1.
+func loopbackPort(tb testing.TB) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// procMemory reads a process's resident set size and its peak, in MB.
+func procMemory(tb testing.TB, pid int) (rss, peak float64) {
+	tb.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb / 1024
+		case "VmHWM:":
+			peak = kb / 1024
+		}
+	}
+	return rss, peak
 }
