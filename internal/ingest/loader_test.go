@@ -148,6 +148,34 @@ func (env *loaderEnv) allAcked(t *testing.T, want int) {
 	})
 }
 
+// publishRepeats publishes messages messages of 5 events of tenant 1, concurrently, repeats
+// times over: a resend carries the same event ids, with a later receipt time.
+func publishRepeats(t *testing.T, ctx context.Context, pub *ingest.BusPublisher, messages, repeats int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errc := make(chan error, messages*repeats)
+	for r := range repeats {
+		for m := range messages {
+			wg.Go(func() {
+				evs := tenantEvents(1, fmt.Sprintf("m%d", m), 5)
+				if r > 0 {
+					for i := range evs {
+						evs[i].ReceivedAt = evs[i].ReceivedAt.Add(time.Minute)
+					}
+				}
+				errc <- pub.Publish(ctx, 1, evs)
+			})
+		}
+		wg.Wait()
+	}
+	close(errc)
+	for err := range errc {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func tenantEvents(tenant int64, prefix string, n int) []warehouse.Event {
 	out := make([]warehouse.Event, n)
 	for i := range out {
@@ -173,28 +201,7 @@ func TestLoaderStoresEachEventOnce(t *testing.T) {
 			env.logs.dump(t)
 			env.start(t)
 			ctx := context.Background()
-			var wg sync.WaitGroup
-			errc := make(chan error, tc.messages*tc.repeats)
-			for r := range tc.repeats {
-				for m := range tc.messages {
-					wg.Go(func() {
-						evs := tenantEvents(1, fmt.Sprintf("m%d", m), 5)
-						if r > 0 { // a resend carries the same ids; receipt times may differ
-							for i := range evs {
-								evs[i].ReceivedAt = evs[i].ReceivedAt.Add(time.Minute)
-							}
-						}
-						errc <- env.pub.Publish(ctx, 1, evs)
-					})
-				}
-				wg.Wait()
-			}
-			close(errc)
-			for err := range errc {
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
+			publishRepeats(t, ctx, env.pub, tc.messages, tc.repeats)
 			env.allAcked(t, tc.messages*tc.repeats)
 			checks := []struct {
 				name string

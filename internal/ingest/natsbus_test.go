@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -80,28 +79,7 @@ func TestNATSLoaderStoresEachEventOnce(t *testing.T) {
 	n, env := newNATSLoaderEnv(t, ingest.LoaderConfig{MaxBatchDelay: 50 * time.Millisecond})
 	env.start(t)
 	ctx := context.Background()
-	var wg sync.WaitGroup
-	errc := make(chan error, 300)
-	for r := range 2 {
-		for m := range 150 {
-			wg.Go(func() {
-				evs := tenantEvents(1, fmt.Sprintf("m%d", m), 5)
-				if r > 0 {
-					for i := range evs {
-						evs[i].ReceivedAt = evs[i].ReceivedAt.Add(time.Minute)
-					}
-				}
-				errc <- env.pub.Publish(ctx, 1, evs)
-			})
-		}
-		wg.Wait()
-	}
-	close(errc)
-	for err := range errc {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishRepeats(t, ctx, env.pub, 150, 2)
 	n.streamEmpty(t)
 	if got := queryInt(t, env.pool, `SELECT count(*) FROM warehouse.events`); got != 750 {
 		t.Fatalf("stored %d events, want 750", got)
