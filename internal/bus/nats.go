@@ -74,6 +74,9 @@ func (c *NATSConfig) defaults() {
 	}
 }
 
+// natsPullBytes is how much a receiver buffers ahead of its handler; above any max_payload.
+const natsPullBytes = 64 << 20
+
 // natsHeaderRoom is what a message's headers may take besides its data.
 const natsHeaderRoom = 1 << 10
 
@@ -222,12 +225,10 @@ func (n *NATS) Receive(ctx context.Context, s ReceiveSettings, h Handler) error 
 	if err != nil {
 		return fmt.Errorf("nats consumer %s: %w", n.cfg.Consumer, err)
 	}
-	// The client buffers up to this many messages ahead of the handler.
-	buffer := 64
-	if s.MaxOutstandingMessages > 0 && s.MaxOutstandingMessages < buffer {
-		buffer = s.MaxOutstandingMessages
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(buffer), jetstream.WithMessagesErrOnMissingHeartbeat(false))
+	// The client buffers up to natsPullBytes of messages ahead of the handler, enough for the
+	// loader's batches to fill between two pulls (a small buffer left the loader flushing
+	// half-empty batches on its timer).
+	it, err := cons.Messages(jetstream.PullMaxBytes(natsPullBytes), jetstream.WithMessagesErrOnMissingHeartbeat(false))
 	if err != nil {
 		return fmt.Errorf("nats consume %s: %w", n.cfg.Consumer, err)
 	}
