@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"io"
@@ -108,22 +109,43 @@ func (s *Server) whoami(c *gin.Context) {
 	c.JSON(http.StatusOK, whoamiResponse{TenantID: cred.TenantID, TenantSlug: cred.TenantSlug, Credential: kind, KeyID: cred.KeyID, UserID: cred.UserID})
 }
 
-// bindOptionalJSON decodes a JSON body when there is one; an empty body leaves v as is.
+// bindOptionalJSON decodes a JSON object body when there is one; an empty body leaves v as is.
 func bindOptionalJSON(c *gin.Context, v any) error { return decodeJSONBody(c, v, false) }
 
-// bindStrictJSON decodes a required JSON body, refusing unknown fields (400 naming the field).
+// bindStrictJSON decodes a required JSON object body, refusing unknown fields (400 naming the field).
 func bindStrictJSON(c *gin.Context, v any) error { return decodeJSONBody(c, v, true) }
 
-// decodeJSONBody decodes exactly one JSON value from the body. strict: the body is required and
-// unknown fields are refused.
+// errNotObject answers a body that is not a JSON object: missing where one is required, or null.
+func errNotObject() error {
+	return &errs.ValidationError{Code: "invalid_json", Msg: "request body must be a JSON object"}
+}
+
+// decodeJSONBody decodes exactly one JSON object from the body into v (a struct or map). strict:
+// the body is required and unknown fields are refused. A body of JSON null is refused: decoding it
+// would leave v as is and read as {} (a PUT of null would reset what it replaces).
 func decodeJSONBody(c *gin.Context, v any, strict bool) error {
 	if c.Request.Body == nil || c.Request.ContentLength == 0 {
 		if strict {
-			return &errs.ValidationError{Code: "invalid_json", Msg: "request body must be a JSON object"}
+			return errNotObject()
 		}
 		return nil
 	}
-	dec := json.NewDecoder(c.Request.Body)
+	body := bufio.NewReader(c.Request.Body)
+	first, err := firstNonSpace(body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return err
+		}
+		if !errors.Is(err, io.EOF) {
+			return jsonError(err)
+		}
+		if strict { // whitespace only
+			return errNotObject()
+		}
+		return nil
+	}
+	dec := json.NewDecoder(body)
 	if strict {
 		dec.DisallowUnknownFields()
 	}
@@ -132,16 +154,15 @@ func decodeJSONBody(c *gin.Context, v any, strict bool) error {
 		switch {
 		case errors.As(err, &tooBig):
 			return err
-		case errors.Is(err, io.EOF):
-			if strict {
-				return &errs.ValidationError{Code: "invalid_json", Msg: "request body must be a JSON object"}
-			}
-			return nil
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 			return &errs.ValidationError{Code: "invalid_json", Msg: "request body has an unknown field", Fields: map[string]string{field: "is not a field of this request"}}
 		}
 		return jsonError(err)
+	}
+	// The one JSON value that starts with 'n' is null.
+	if first == 'n' {
+		return errNotObject()
 	}
 	// One JSON value and nothing after it.
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
@@ -152,6 +173,24 @@ func decodeJSONBody(c *gin.Context, v any, strict bool) error {
 		return &errs.ValidationError{Code: "invalid_json", Msg: "request body has data after the JSON value"}
 	}
 	return nil
+}
+
+// firstNonSpace skips JSON whitespace and returns the next byte without consuming it.
+func firstNonSpace(r *bufio.Reader) (byte, error) {
+	for {
+		b, err := r.Peek(1)
+		if err != nil {
+			return 0, err
+		}
+		switch b[0] {
+		case ' ', '\t', '\n', '\r':
+			if _, err := r.ReadByte(); err != nil {
+				return 0, err
+			}
+		default:
+			return b[0], nil
+		}
+	}
 }
 
 // jsonError turns a decoding error into a 400 naming the field when it can.

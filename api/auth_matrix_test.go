@@ -43,22 +43,32 @@ var matrixGroups = []groupCase{
 }
 
 // revokedCreds rotates in a second key pair for tenant A, opens a session with the new public
-// key through the real handshake, and then revokes both new keys. A's original keys stay valid.
-func (f *fixture) revokedCreds(t *testing.T) (revokedSK, revokedPKSession string) {
+// key through the real handshake, and then revokes both new keys. A's original keys stay valid
+// (a year's grace); the rotation revokes A's tokens, so A's Bearer and session tokens are minted
+// again, and the ones from before the rotation are returned as revoked.
+func (f *fixture) revokedCreds(t *testing.T) (revokedSK, revokedPKSession, preRotationBearer, preRotationSession string) {
 	t.Helper()
 	ctx := context.Background()
+	preRotationBearer, preRotationSession = f.A.Bearer, f.A.Session
 	sk, pk, err := f.tenants.RotateKeys(ctx, f.A.T.Slug, 365*24*time.Hour)
 	if err != nil {
 		t.Fatalf("rotate keys: %v", err)
 	}
+	if f.A.T, err = f.tenants.BySlug(ctx, f.A.T.Slug); err != nil {
+		t.Fatal(err)
+	}
+	if f.A.Bearer, _, err = f.tenants.MintToken(f.A.T, f.signer); err != nil {
+		t.Fatal(err)
+	}
 	setup := serve(t, f.newServer(t))
+	f.A.Session = f.handshake(t, setup, f.A.PK, `{"user_id":"user-a"}`)
 	sess := f.handshake(t, setup, pk, "")
 	for _, k := range []string{sk, pk} {
 		if err := f.tenants.RevokeKey(ctx, f.A.T.Slug, keyID(t, k)); err != nil {
 			t.Fatalf("revoke %s: %v", keyID(t, k), err)
 		}
 	}
-	return sk, sess
+	return sk, sess, preRotationBearer, preRotationSession
 }
 
 func (f *fixture) matrixCreds(t *testing.T) []matrixCred {
@@ -83,7 +93,20 @@ func (f *fixture) matrixCreds(t *testing.T) []matrixCred {
 	if err != nil {
 		t.Fatal(err)
 	}
-	revokedSK, revokedSession := f.revokedCreds(t)
+	revokedSK, revokedSession, preRotationBearer, preRotationSession := f.revokedCreds(t)
+	revokedTokens := f.createTenant(t, "tenant-revoked-tokens")
+	revokedTokens.Session = f.handshake(t, serve(t, f.newServer(t)), revokedTokens.PK, "")
+	if _, err := f.tenants.RevokeTokens(context.Background(), revokedTokens.T.Slug); err != nil {
+		t.Fatal(err)
+	}
+	ghostBearer, _, err := f.signer.Mint(auth.Claims{TenantID: 1 << 40, TenantSlug: "ghost", Type: auth.TokenAccess}, auth.AccessTokenTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ghostSession, _, err := f.signer.Mint(auth.Claims{TenantID: 1 << 40, TenantSlug: "ghost", Type: auth.TokenSession, KeyID: f.A.PKID}, auth.SessionTokenTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A key rotated out with no grace period is expired at once.
 	rotated := f.createTenant(t, "tenant-rotated")
 	if _, _, err := f.tenants.RotateKeys(context.Background(), rotated.T.Slug, 0); err != nil {
@@ -119,6 +142,12 @@ func (f *fixture) matrixCreds(t *testing.T) []matrixCred {
 		{name: "revoked sk in X-API-Key", header: hdr("X-API-Key", revokedSK), code: "unauthenticated"},
 		{name: "X-API-Key sk of A", header: hdr("X-API-Key", f.A.SK), kind: "xapi_sk"},
 		{name: "session whose pk was revoked", header: authz("Bearer " + revokedSession), code: "unauthenticated"},
+		{name: "Bearer of A minted before rotate-keys", header: authz("Bearer " + preRotationBearer), code: "unauthenticated"},
+		{name: "session of A opened before rotate-keys", header: authz("Bearer " + preRotationSession), code: "unauthenticated"},
+		{name: "Bearer minted before revoke-tokens", header: authz("Bearer " + revokedTokens.Bearer), code: "unauthenticated"},
+		{name: "session opened before revoke-tokens", header: authz("Bearer " + revokedTokens.Session), code: "unauthenticated"},
+		{name: "Bearer of a tenant that does not exist", header: authz("Bearer " + ghostBearer), code: "unauthenticated"},
+		{name: "session of a tenant that does not exist", header: authz("Bearer " + ghostSession), code: "unauthenticated"},
 	}
 }
 
@@ -299,6 +328,101 @@ func TestAuthRevocationWithinCacheTTL(t *testing.T) {
 				if r.Status != http.StatusOK {
 					errorBody(t, r)
 				}
+			}
+		})
+	}
+}
+
+// TestAuthTokenRevocation: rotate-keys and revoke-tokens revoke tenant A's Bearer and session
+// tokens; a server that had cached A's token generation keeps accepting them at most the cache
+// TTL (30 s), then answers 401 in the error shape. Tokens minted after work; B is untouched.
+func TestAuthTokenRevocation(t *testing.T) {
+	tests := []struct {
+		name   string
+		revoke func(f *fixture) error
+	}{
+		{name: "revoke-tokens", revoke: func(f *fixture) error {
+			_, err := f.tenants.RevokeTokens(context.Background(), f.A.T.Slug)
+			return err
+		}},
+		{name: "rotate-keys", revoke: func(f *fixture) error {
+			_, _, err := f.tenants.RotateKeys(context.Background(), f.A.T.Slug, 24*time.Hour)
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			clk := &testClock{}
+			ts := serve(t, New(Deps{Auth: f.authenticator(clk.Now, 30*time.Second)}))
+			whoami := func(token string) result {
+				return send(t, ts, http.MethodGet, "/api/auth/whoami/", hdr("Authorization", "Bearer "+token), nil)
+			}
+			for _, tok := range []string{f.A.Bearer, f.A.Session, f.B.Bearer} {
+				if r := whoami(tok); r.Status != http.StatusOK {
+					t.Fatalf("before revocation: %d %s", r.Status, r.Body)
+				}
+			}
+			if err := tt.revoke(f); err != nil {
+				t.Fatal(err)
+			}
+			clk.Set(10 * time.Second)
+			if r := whoami(f.A.Bearer); r.Status != http.StatusOK {
+				t.Fatalf("within the cache TTL: %d %s", r.Status, r.Body)
+			}
+			clk.Set(31 * time.Second)
+			for name, tok := range map[string]string{"Bearer": f.A.Bearer, "session": f.A.Session} {
+				r := whoami(tok)
+				if r.Status != http.StatusUnauthorized {
+					t.Fatalf("%s token after revocation and the cache TTL: %d %s", name, r.Status, r.Body)
+				}
+				if e := errorBody(t, r); e.Code != "unauthenticated" || !strings.Contains(e.Message, "revoked") {
+					t.Errorf("%s token: code %q message %q, want unauthenticated: revoked", name, e.Code, e.Message)
+				}
+			}
+			a, err := f.tenants.BySlug(ctx, f.A.T.Slug)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, _, err := f.tenants.MintToken(a, f.signer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := whoami(fresh); r.Status != http.StatusOK {
+				t.Fatalf("token minted after the revocation: %d %s", r.Status, r.Body)
+			}
+			if r := whoami(f.handshake(t, ts, f.A.PK, "")); r.Status != http.StatusOK {
+				t.Fatalf("session opened after the revocation: %d %s", r.Status, r.Body)
+			}
+			if r := whoami(f.B.Bearer); r.Status != http.StatusOK {
+				t.Fatalf("tenant B's token: %d %s", r.Status, r.Body)
+			}
+		})
+	}
+}
+
+// TestAuthUnknownTenantToken: a token validly signed with the server's key for a tenant id that
+// does not exist (never did, or was deleted) is a 401, not a 200 with an empty tenant.
+func TestAuthUnknownTenantToken(t *testing.T) {
+	f := newFixture(t)
+	ts := serve(t, f.newServer(t))
+	ghost, _, err := f.signer.Mint(auth.Claims{TenantID: f.B.T.ID + 1000, TenantSlug: "ghost", Type: auth.TokenAccess}, auth.AccessTokenTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := f.createTenant(t, "tenant-gone")
+	if _, err := f.db.Pool.Exec(context.Background(), `DELETE FROM tenants WHERE id = $1`, gone.T.ID); err != nil {
+		t.Fatal(err)
+	}
+	for name, tok := range map[string]string{"never existed": ghost, "deleted": gone.Bearer} {
+		t.Run(name, func(t *testing.T) {
+			r := send(t, ts, http.MethodGet, "/api/auth/whoami/", hdr("Authorization", "Bearer "+tok), nil)
+			if r.Status != http.StatusUnauthorized {
+				t.Fatalf("status %d, want 401; body %s", r.Status, r.Body)
+			}
+			if e := errorBody(t, r); e.Code != "unauthenticated" {
+				t.Errorf("code %q, want unauthenticated", e.Code)
 			}
 		})
 	}

@@ -1,31 +1,43 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/config"
 	"github.com/cohort-dev/cohort/internal/devstack"
+	"github.com/cohort-dev/cohort/internal/keycheck"
+	"github.com/cohort-dev/cohort/internal/store"
 )
 
 const tenantsUsage = `usage: cohort tenants <command> [flags]
 
   create --slug S [--name N]             create a tenant; prints its keys, a 24 h token and secrets as JSON
   token --slug S                          mint a fresh Bearer token (24 h)
-  rotate-keys --slug S [--grace 24h]      issue new sk_/pk_ keys; older keys stop working after the grace period
+  rotate-keys --slug S [--grace 24h]      issue new sk_/pk_ keys; older keys stop working after the grace period;
+                                          every token minted so far is revoked (as revoke-tokens)
+  revoke-tokens --slug S                  revoke every Bearer and session token minted so far; mint new ones
+                                          with token (clients with a pk_ key open new sessions themselves)
   revoke-key --slug S --key-id ID         revoke one key now (ID as listed by keys, e.g. sk_0123456789ab)
   keys --slug S                           list a tenant's keys (never their secrets)
   set --slug S --require-signed-user-id=true|false
                                           require pk_ session handshakes to carry a signed user_id
 
+--tenant S is the same as --slug S. Revoked keys and tokens are refused by every server within 30 s.
+
 Database and secret key resolve as for cohort dev: DATABASE_URL, else 127.0.0.1:5432, else the
-private cluster under COHORT_DATA_DIR; COHORT_SECRET_KEY, else the dev key file there.
+private cluster under COHORT_DATA_DIR; COHORT_SECRET_KEY, else the dev key file there. A secret key
+other than the one the database was set up with is refused: run from the directory that holds
+.cohort, or set COHORT_DATA_DIR or COHORT_SECRET_KEY.
 `
 
 func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, args []string, stdout io.Writer) error {
@@ -36,6 +48,7 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 	fs := flag.NewFlagSet("tenants "+sub, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	slug := fs.String("slug", "", "tenant slug")
+	fs.StringVar(slug, "tenant", "", "tenant slug (same as --slug)")
 	name := fs.String("name", "", "tenant display name")
 	grace := fs.Duration("grace", 24*time.Hour, "how long old keys keep working after rotation")
 	keyID := fs.String("key-id", "", "key id to revoke")
@@ -47,7 +60,7 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 		return fmt.Errorf("%w: --slug is required\n%s", errUsage, tenantsUsage)
 	}
 	switch sub {
-	case "create", "token", "rotate-keys", "revoke-key", "keys", "set":
+	case "create", "token", "rotate-keys", "revoke-tokens", "revoke-key", "keys", "set":
 	default:
 		return fmt.Errorf("%w: unknown tenants command %q\n%s", errUsage, sub, tenantsUsage)
 	}
@@ -62,6 +75,9 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 		return err
 	}
 	defer c.close()
+	if err := keycheck.Check(ctx, c.db.Gorm, cfg.SecretKey, c.tenants, secretKeySource(cfg)); err != nil {
+		return err
+	}
 
 	out := json.NewEncoder(stdout)
 	out.SetIndent("", "  ")
@@ -96,7 +112,13 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 			return err
 		}
 		return out.Encode(map[string]any{"slug": *slug, "secret_key": sk, "public_key": pk,
-			"old_keys_expire_at": time.Now().Add(*grace).UTC()})
+			"old_keys_expire_at": time.Now().Add(*grace).UTC(), "tokens_revoked": true})
+	case "revoke-tokens":
+		gen, err := c.tenants.RevokeTokens(ctx, *slug)
+		if err != nil {
+			return err
+		}
+		return out.Encode(map[string]any{"slug": *slug, "tokens_revoked": true, "token_generation": gen})
 	case "revoke-key":
 		if *keyID == "" {
 			return fmt.Errorf("%w: --key-id is required", errUsage)
@@ -135,7 +157,7 @@ func resolveEmbeddedDeps(ctx context.Context, cfg *config.Config, logger *slog.L
 	}
 	cfg.DatabaseURL = pg.DatabaseURL
 	if len(cfg.SecretKey) == 0 {
-		key, err := devstack.DevSecretKey(cfg.DataDir)
+		key, err := devSecretKey(ctx, cfg.DataDir, cfg.DatabaseURL)
 		if err != nil {
 			_ = pg.Close()
 			return nil, err
@@ -143,4 +165,43 @@ func resolveEmbeddedDeps(ctx context.Context, cfg *config.Config, logger *slog.L
 		cfg.SecretKey = key
 	}
 	return pg, nil
+}
+
+// devSecretKey reads the dev key file under dataDir. Without one it makes a new key, but only for a
+// database that was not set up with a key yet: a run from a directory without the data dir would
+// otherwise mint tokens the server refuses and seal secrets with a key nobody else has.
+func devSecretKey(ctx context.Context, dataDir, databaseURL string) ([]byte, error) {
+	key, err := devstack.ReadDevSecretKey(dataDir)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return key, err
+	}
+	db, err := store.Open(ctx, databaseURL, store.Options{MaxConns: 1})
+	if err != nil {
+		return nil, err
+	}
+	inUse, err := keycheck.InUse(ctx, db.Gorm)
+	db.Close()
+	if err != nil {
+		return nil, err
+	}
+	if inUse {
+		return nil, &keycheck.NoKeyError{Path: absPath(devstack.DevSecretKeyPath(dataDir))}
+	}
+	return devstack.DevSecretKey(dataDir)
+}
+
+// secretKeySource names where cfg.SecretKey came from, for keycheck's messages: the dev key file
+// under the data dir when it holds that key, else COHORT_SECRET_KEY.
+func secretKeySource(cfg *config.Config) string {
+	if key, err := devstack.ReadDevSecretKey(cfg.DataDir); err == nil && bytes.Equal(key, cfg.SecretKey) {
+		return "the dev key file " + absPath(devstack.DevSecretKeyPath(cfg.DataDir))
+	}
+	return "COHORT_SECRET_KEY"
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }

@@ -76,9 +76,13 @@ type KeyStore interface {
 	LookupKey(ctx context.Context, keyID string) (KeyRecord, error)
 }
 
-// TenantResolver maps an external token's tenant claim (slug or id) to a tenant.
+// TenantResolver finds the tenants that tokens name: ResolveTenant maps an external token's tenant
+// claim (slug or id) to a tenant; TokenGeneration gives the current token generation of the
+// tenant a Cohort token names (bumped to revoke every token minted before). Both return
+// errs.ErrNotFound when there is no such tenant.
 type TenantResolver interface {
 	ResolveTenant(ctx context.Context, ref string) (id int64, slug string, err error)
+	TokenGeneration(ctx context.Context, tenantID int64) (int64, error)
 }
 
 // IdentityStore gives the handshake a tenant's signed-user-id settings.
@@ -96,14 +100,58 @@ type Authenticator struct {
 	now      func() time.Time
 	cacheTTL time.Duration
 
-	mu    sync.RWMutex
-	cache map[string]cachedKey
+	keyCache ttlCache[string, KeyRecord] // by key id
+	genCache ttlCache[int64, int64]      // token generation by tenant id
 }
 
-type cachedKey struct {
-	rec     KeyRecord
+// ttlCache holds store lookups, found or not, until their expiry.
+type ttlCache[K comparable, V any] struct {
+	mu sync.RWMutex
+	m  map[K]cached[V]
+}
+
+type cached[V any] struct {
+	v       V
 	found   bool
 	expires time.Time
+}
+
+func (c *ttlCache[K, V]) get(k K, now time.Time) (cached[V], bool) {
+	c.mu.RLock()
+	e, ok := c.m[k]
+	c.mu.RUnlock()
+	return e, ok && now.Before(e.expires)
+}
+
+func (c *ttlCache[K, V]) put(k K, e cached[V]) {
+	c.mu.Lock()
+	if c.m == nil || len(c.m) > 100_000 { // bound memory under key-guessing traffic
+		c.m = map[K]cached[V]{}
+	}
+	c.m[k] = e
+	c.mu.Unlock()
+}
+
+func (c *ttlCache[K, V]) forget(k K) {
+	c.mu.Lock()
+	delete(c.m, k)
+	c.mu.Unlock()
+}
+
+// load asks the store (load) and caches the answer: a hit for ttl, a miss (errs.ErrNotFound) for
+// at most 5 s. Any other store error is returned and not cached.
+func (c *ttlCache[K, V]) load(k K, now time.Time, ttl time.Duration, load func() (V, error)) (V, bool, error) {
+	v, err := load()
+	found := err == nil
+	if err != nil && !errors.Is(err, errs.ErrNotFound) {
+		var zero V
+		return zero, false, err
+	}
+	if !found {
+		ttl = min(ttl, 5*time.Second)
+	}
+	c.put(k, cached[V]{v: v, found: found, expires: now.Add(ttl)})
+	return v, found, nil
 }
 
 // Deps of the Authenticator.
@@ -114,7 +162,8 @@ type Deps struct {
 	Signer   *Signer
 	JWKS     *JWKSVerifier
 	Now      func() time.Time
-	// CacheTTL bounds how long a key lookup is reused; revocation reaches every replica within it.
+	// CacheTTL bounds how long a key or token generation lookup is reused; revocation of a key or
+	// of a tenant's tokens reaches every replica within it.
 	CacheTTL time.Duration
 }
 
@@ -127,7 +176,7 @@ func NewAuthenticator(d Deps) *Authenticator {
 	}
 	return &Authenticator{
 		keys: d.Keys, tenants: d.Tenants, identity: d.Identity, signer: d.Signer, jwks: d.JWKS,
-		now: d.Now, cacheTTL: d.CacheTTL, cache: map[string]cachedKey{},
+		now: d.Now, cacheTTL: d.CacheTTL,
 	}
 }
 
@@ -191,41 +240,58 @@ func (a *Authenticator) apiKey(ctx context.Context, plain string) (Credential, e
 
 func (a *Authenticator) lookup(ctx context.Context, keyID string) (KeyRecord, error) {
 	now := a.now()
-	a.mu.RLock()
-	ck, ok := a.cache[keyID]
-	a.mu.RUnlock()
-	if ok && now.Before(ck.expires) {
-		if !ck.found {
-			return KeyRecord{}, unauthenticated("invalid API key")
+	e, ok := a.keyCache.get(keyID, now)
+	if !ok {
+		var err error
+		e.v, e.found, err = a.keyCache.load(keyID, now, a.cacheTTL, func() (KeyRecord, error) { return a.keys.LookupKey(ctx, keyID) })
+		if err != nil {
+			return KeyRecord{}, fmt.Errorf("look up api key: %w", errors.Join(errs.ErrUnavailable, err))
 		}
-		return ck.rec, nil
 	}
-	rec, err := a.keys.LookupKey(ctx, keyID)
-	found := err == nil
-	if err != nil && !errors.Is(err, errs.ErrNotFound) {
-		return KeyRecord{}, fmt.Errorf("look up api key: %w", errors.Join(errs.ErrUnavailable, err))
-	}
-	ttl := a.cacheTTL
-	if !found {
-		ttl = min(ttl, 5*time.Second)
-	}
-	a.mu.Lock()
-	if len(a.cache) > 100_000 { // bound memory under key-guessing traffic
-		a.cache = map[string]cachedKey{}
-	}
-	a.cache[keyID] = cachedKey{rec: rec, found: found, expires: now.Add(ttl)}
-	a.mu.Unlock()
-	if !found {
+	if !e.found {
 		return KeyRecord{}, unauthenticated("invalid API key")
 	}
-	return rec, nil
+	return e.v, nil
 }
 
 // Forget drops a key from the cache (after revocation in this process).
-func (a *Authenticator) Forget(keyID string) {
-	a.mu.Lock()
-	delete(a.cache, keyID)
-	a.mu.Unlock()
+func (a *Authenticator) Forget(keyID string) { a.keyCache.forget(keyID) }
+
+// generation is the tenant's current token generation; found is false when there is no such
+// tenant. fresh skips the cache (and refreshes it).
+func (a *Authenticator) generation(ctx context.Context, tenantID int64, fresh bool) (gen int64, found bool, err error) {
+	now := a.now()
+	if !fresh {
+		if e, ok := a.genCache.get(tenantID, now); ok {
+			return e.v, e.found, nil
+		}
+	}
+	gen, found, err = a.genCache.load(tenantID, now, a.cacheTTL, func() (int64, error) { return a.tenants.TokenGeneration(ctx, tenantID) })
+	if err != nil {
+		return 0, false, fmt.Errorf("look up tenant %d: %w", tenantID, errors.Join(errs.ErrUnavailable, err))
+	}
+	return gen, found, nil
+}
+
+// checkGeneration refuses a token Cohort minted for a tenant that does not exist, or before the
+// tenant's tokens were last revoked (tenants rotate-keys, tenants revoke-tokens). Tokens minted
+// before generations existed carry none, which reads as 0, the generation every tenant starts at:
+// they stay valid until the tenant's first revocation.
+func (a *Authenticator) checkGeneration(ctx context.Context, c *Claims) error {
+	gen, found, err := a.generation(ctx, c.TenantID, false)
+	if err == nil && found && c.Generation > gen {
+		// Minted after a revocation this process has not seen yet: ask the store.
+		gen, found, err = a.generation(ctx, c.TenantID, true)
+	}
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return unauthenticated("token names an unknown tenant")
+	case c.Generation != gen:
+		return unauthenticated("token revoked: obtain a new one")
+	}
+	return nil
 }
 
 func (a *Authenticator) bearer(ctx context.Context, token string) (Credential, error) {
@@ -236,6 +302,9 @@ func (a *Authenticator) bearer(ctx context.Context, token string) (Credential, e
 				return Credential{}, tokenExpired()
 			}
 			return Credential{}, unauthenticated("invalid token")
+		}
+		if err := a.checkGeneration(ctx, c); err != nil {
+			return Credential{}, err
 		}
 		if c.Type == TokenSession {
 			// A session lives only as long as the public key it came from.
@@ -338,9 +407,18 @@ func (a *Authenticator) StartSession(ctx context.Context, pk Credential, req Ses
 		}
 		verified = true
 	}
+	// The session carries the tenant's current token generation, read from the store so that a
+	// revocation this process has cached for a while does not end the new session at once.
+	gen, found, err := a.generation(ctx, pk.TenantID, true)
+	if err != nil {
+		return Session{}, err
+	}
+	if !found {
+		return Session{}, unauthenticated("the public key's tenant no longer exists")
+	}
 	tok, exp, err := a.signer.Mint(Claims{
 		TenantID: pk.TenantID, TenantSlug: pk.TenantSlug, Type: TokenSession, KeyID: pk.KeyID,
-		UserID: req.UserID, Verified: verified, AnonID: req.AnonymousID,
+		UserID: req.UserID, Verified: verified, AnonID: req.AnonymousID, Generation: gen,
 	}, SessionTokenTTL)
 	if err != nil {
 		return Session{}, err

@@ -83,12 +83,15 @@ func (f *fakeKeys) callsFor(keyID string) int {
 	return f.calls[keyID]
 }
 
-// fakeTenants is an in-memory auth.TenantResolver.
+// fakeTenants is an in-memory auth.TenantResolver; every tenant of refs has the token
+// generation gens[id] (0 when absent).
 type fakeTenants struct {
-	mu    sync.Mutex
-	refs  map[string]fakeTenant
-	err   error
-	calls int
+	mu       sync.Mutex
+	refs     map[string]fakeTenant
+	gens     map[int64]int64
+	err      error
+	calls    int
+	genCalls map[int64]int
 }
 
 type fakeTenant struct {
@@ -108,6 +111,40 @@ func (f *fakeTenants) ResolveTenant(_ context.Context, ref string) (int64, strin
 		return 0, "", fmt.Errorf("tenant %q: %w", ref, errs.ErrNotFound)
 	}
 	return t.id, t.slug, nil
+}
+
+func (f *fakeTenants) TokenGeneration(_ context.Context, tenantID int64) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.genCalls == nil {
+		f.genCalls = map[int64]int{}
+	}
+	f.genCalls[tenantID]++
+	if f.err != nil {
+		return 0, f.err
+	}
+	for _, t := range f.refs {
+		if t.id == tenantID {
+			return f.gens[tenantID], nil
+		}
+	}
+	return 0, fmt.Errorf("tenant %d: %w", tenantID, errs.ErrNotFound)
+}
+
+// bump revokes the tenant's tokens, as tenant.Service.RevokeTokens does.
+func (f *fakeTenants) bump(tenantID int64) {
+	f.mu.Lock()
+	if f.gens == nil {
+		f.gens = map[int64]int64{}
+	}
+	f.gens[tenantID]++
+	f.mu.Unlock()
+}
+
+func (f *fakeTenants) generationLookups(tenantID int64) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.genCalls[tenantID]
 }
 
 // fakeIdentity is an in-memory auth.IdentityStore.
@@ -237,7 +274,10 @@ func TestAuthenticateHeaders(t *testing.T) {
 	externalWrongIssuer := f.idp.sign(t, func() jwt.MapClaims { c := idpClaims(t0, acmeSlug); c["iss"] = "https://evil/"; return c }())
 	externalExpired := f.idp.sign(t, func() jwt.MapClaims { c := idpClaims(t0, acmeSlug); c["exp"] = t0.Add(-time.Hour).Unix(); return c }())
 	otherSigner := newSigner(t, otherSecret, f.clk)
-	forged, _, _ := otherSigner.Mint(auth.Claims{TenantID: acmeID, Type: auth.TokenAccess}, time.Hour)
+	forged, _, err := otherSigner.Mint(auth.Claims{TenantID: acmeID, Type: auth.TokenAccess}, time.Hour)
+	if err != nil {
+		t.Fatalf("mint forged token: %v", err)
+	}
 	expiredAccess := hsToken(t, jwt.SigningMethodHS256, signingSecret, auth.Claims{TenantID: acmeID, Type: auth.TokenAccess, RegisteredClaims: func() jwt.RegisteredClaims {
 		r := cohortRegistered(t0.Add(-2 * time.Hour))
 		return r
@@ -350,14 +390,18 @@ func TestAuthenticateHeaders(t *testing.T) {
 func TestAuthenticateExternalWithoutJWKS(t *testing.T) {
 	clk := newClock(t0)
 	keys := newFakeKeys()
-	a := auth.NewAuthenticator(auth.Deps{Keys: keys, Tenants: &fakeTenants{}, Identity: &fakeIdentity{}, Signer: newSigner(t, signingSecret, clk), Now: clk.Now})
+	tenants := &fakeTenants{refs: map[string]fakeTenant{"one": {1, "one"}}}
+	a := auth.NewAuthenticator(auth.Deps{Keys: keys, Tenants: tenants, Identity: &fakeIdentity{}, Signer: newSigner(t, signingSecret, clk), Now: clk.Now})
 	idp := newRSAKey(t, "k", 0)
 	_, err := a.Authenticate(context.Background(), "Bearer "+idp.sign(t, idpClaims(t0, acmeSlug)), "", false)
 	if !errors.Is(err, errs.ErrUnauthenticated) {
 		t.Fatalf("external token without a configured IdP: err = %v, want unauthenticated", err)
 	}
 	// Cohort's own tokens still work.
-	tok, _, _ := newSigner(t, signingSecret, clk).Mint(auth.Claims{TenantID: 1, Type: auth.TokenAccess}, time.Hour)
+	tok, _, err := newSigner(t, signingSecret, clk).Mint(auth.Claims{TenantID: 1, Type: auth.TokenAccess}, time.Hour)
+	if err != nil {
+		t.Fatalf("mint: %v", err)
+	}
 	c, err := a.Authenticate(context.Background(), "Bearer "+tok, "", false)
 	if err != nil || c.Kind != auth.KindBearer || c.TenantID != 1 {
 		t.Fatalf("access token = %+v, %v", c, err)
@@ -622,8 +666,10 @@ func TestKeyCache(t *testing.T) {
 	if got := f.keys.callsFor(f.acmeSK.KeyID); got != 3 {
 		t.Fatalf("lookups after Forget = %d, want 3", got)
 	}
-	// Malformed keys never reach the store.
-	_ = auth1("sk_garbage")
+	// Malformed keys are refused and never reach the store.
+	if err := auth1("sk_garbage"); !errors.Is(err, errs.ErrUnauthenticated) {
+		t.Fatalf("malformed key: err = %v, want unauthenticated", err)
+	}
 	f.keys.mu.Lock()
 	for id := range f.keys.calls {
 		if !strings.HasPrefix(id, "sk_") && !strings.HasPrefix(id, "pk_") {
@@ -884,4 +930,176 @@ func TestKeyRecordUsable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTokenGeneration: a token Cohort minted is refused once its tenant's token generation has
+// moved past the one it carries (rotate-keys, revoke-tokens), within the cache TTL; a token of a
+// tenant that does not exist is refused; tokens minted before generations existed carry no claim
+// and count as generation 0, valid until the tenant's first bump.
+func TestTokenGeneration(t *testing.T) {
+	ctx := context.Background()
+	access := func(f *fixture, gen int64) string {
+		t.Helper()
+		tok, _, err := f.signer.Mint(auth.Claims{TenantID: acmeID, TenantSlug: acmeSlug, Type: auth.TokenAccess, Generation: gen}, auth.AccessTokenTTL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	authn := func(f *fixture, tok string) (auth.Credential, error) {
+		return f.a.Authenticate(ctx, "Bearer "+tok, "", false)
+	}
+	wantRevoked := func(t *testing.T, err error) {
+		t.Helper()
+		if !errors.Is(err, errs.ErrUnauthenticated) || errCode(err) != "unauthenticated" || !strings.Contains(err.Error(), "revoked") {
+			t.Fatalf("err = %v (code %q), want unauthenticated: token revoked", err, errCode(err))
+		}
+	}
+
+	t.Run("a token minted before generations carries no claim and is valid at generation 0", func(t *testing.T) {
+		f := newFixture(t)
+		legacy := hsToken(t, jwt.SigningMethodHS256, signingSecret, jwt.MapClaims{
+			"tid": acmeID, "tsl": acmeSlug, "typ": "access", "iss": "cohort", "aud": "cohort-api",
+			"iat": t0.Unix(), "exp": t0.Add(auth.AccessTokenTTL).Unix(),
+		})
+		if c, err := authn(f, legacy); err != nil || c.Kind != auth.KindBearer || c.TenantID != acmeID {
+			t.Fatalf("legacy token at generation 0 = %+v, %v; want a Bearer credential of acme", c, err)
+		}
+		// Generation 0 is not even written into new tokens: old and new read alike.
+		payload, err := jwt.NewParser().DecodeSegment(strings.Split(access(f, 0), ".")[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(payload), `"gen"`) {
+			t.Fatalf("a generation-0 token carries a gen claim: %s", payload)
+		}
+		f.tenants.bump(acmeID)
+		f.clk.Advance(cacheTTL)
+		_, err = authn(f, legacy)
+		wantRevoked(t, err)
+	})
+
+	t.Run("bump: the old token works while cached, is refused after the TTL, a new one works", func(t *testing.T) {
+		f := newFixture(t)
+		old := access(f, 0)
+		if _, err := authn(f, old); err != nil {
+			t.Fatal(err)
+		}
+		f.tenants.bump(acmeID)
+		f.clk.Advance(cacheTTL - time.Second)
+		if _, err := authn(f, old); err != nil {
+			t.Fatalf("within the cache TTL: %v (revocation reaches a replica within the TTL)", err)
+		}
+		f.clk.Advance(time.Second)
+		_, err := authn(f, old)
+		wantRevoked(t, err)
+		if c, err := authn(f, access(f, 1)); err != nil || c.TenantID != acmeID {
+			t.Fatalf("token of the new generation = %+v, %v", c, err)
+		}
+		// Two bumps later a generation-1 token is refused too; the other tenant is untouched.
+		f.tenants.bump(acmeID)
+		f.clk.Advance(cacheTTL)
+		_, err = authn(f, access(f, 1))
+		wantRevoked(t, err)
+		if _, err := authn(f, f.accessToken(t, betaID, betaSlug)); err != nil {
+			t.Fatalf("another tenant's token: %v", err)
+		}
+	})
+
+	t.Run("a token newer than the cached generation refreshes the cache at once", func(t *testing.T) {
+		f := newFixture(t)
+		old := access(f, 0)
+		if _, err := authn(f, old); err != nil {
+			t.Fatal(err)
+		}
+		f.tenants.bump(acmeID)
+		// Minted elsewhere after the bump: this process has generation 0 cached.
+		if _, err := authn(f, access(f, 1)); err != nil {
+			t.Fatalf("new token with a stale cache: %v", err)
+		}
+		// The refreshed cache now refuses the old token without waiting for the TTL.
+		_, err := authn(f, old)
+		wantRevoked(t, err)
+		// A token from the future (a generation the store has not reached) is refused.
+		_, err = authn(f, access(f, 5))
+		wantRevoked(t, err)
+	})
+
+	t.Run("generations are cached per tenant for the TTL", func(t *testing.T) {
+		f := newFixture(t)
+		tok := access(f, 0)
+		for range 3 {
+			if _, err := authn(f, tok); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := f.tenants.generationLookups(acmeID); got != 1 {
+			t.Fatalf("generation lookups for 3 requests = %d, want 1", got)
+		}
+		f.clk.Advance(cacheTTL)
+		if _, err := authn(f, tok); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.tenants.generationLookups(acmeID); got != 2 {
+			t.Fatalf("generation lookups after the TTL = %d, want 2", got)
+		}
+	})
+
+	t.Run("a validly signed token of a tenant that does not exist is refused", func(t *testing.T) {
+		f := newFixture(t)
+		for _, typ := range []string{auth.TokenAccess, auth.TokenSession} {
+			tok, _, err := f.signer.Mint(auth.Claims{TenantID: 999, TenantSlug: "ghost", Type: typ, KeyID: f.acmePK.KeyID}, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				c, err := authn(f, tok)
+				if !errors.Is(err, errs.ErrUnauthenticated) || errCode(err) != "unauthenticated" || c != (auth.Credential{}) {
+					t.Fatalf("%s token of tenant 999 = %+v, %v; want unauthenticated", typ, c, err)
+				}
+			}
+		}
+		if got := f.tenants.generationLookups(999); got != 1 {
+			t.Fatalf("lookups of the unknown tenant = %d, want 1 (the miss is cached)", got)
+		}
+	})
+
+	t.Run("session tokens carry the generation and end with a bump", func(t *testing.T) {
+		f := newFixture(t)
+		f.tenants.bump(acmeID)
+		s := f.session(t, f.acmePK, auth.SessionRequest{UserID: "u1"})
+		claims, err := f.signer.Verify(s.Token)
+		if err != nil || claims.Generation != 1 {
+			t.Fatalf("session claims = %+v, %v; want generation 1", claims, err)
+		}
+		if _, err := authn(f, s.Token); err != nil {
+			t.Fatal(err)
+		}
+		f.tenants.bump(acmeID)
+		// The handshake reads the generation from the store, not from the cache.
+		fresh := f.session(t, f.acmePK, auth.SessionRequest{UserID: "u1"})
+		if _, err := authn(f, fresh.Token); err != nil {
+			t.Fatalf("session opened after the bump: %v", err)
+		}
+		_, err = authn(f, s.Token)
+		wantRevoked(t, err)
+	})
+
+	t.Run("a store failure is unavailable, not unauthenticated, and is not cached", func(t *testing.T) {
+		f := newFixture(t)
+		tok := access(f, 0)
+		f.tenants.mu.Lock()
+		f.tenants.err = errors.New("connection refused")
+		f.tenants.mu.Unlock()
+		_, err := authn(f, tok)
+		if !errors.Is(err, errs.ErrUnavailable) || errors.Is(err, errs.ErrUnauthenticated) {
+			t.Fatalf("err = %v, want unavailable only", err)
+		}
+		f.tenants.mu.Lock()
+		f.tenants.err = nil
+		f.tenants.mu.Unlock()
+		if _, err := authn(f, tok); err != nil {
+			t.Fatalf("after recovery: %v", err)
+		}
+	})
 }

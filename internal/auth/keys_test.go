@@ -147,7 +147,10 @@ func TestRandomSecret(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := auth.RandomSecret(n)
+		b, err := auth.RandomSecret(n)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if len(a) != 2*n || !hexRE.MatchString(a) {
 			t.Fatalf("RandomSecret(%d) = %q, want %d lowercase hex chars", n, a, 2*n)
 		}

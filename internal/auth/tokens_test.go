@@ -108,8 +108,11 @@ func TestSignerRoundTrip(t *testing.T) {
 func TestSignerMintsUniqueTokenIDs(t *testing.T) {
 	s := newSigner(t, signingSecret, newClock(t0))
 	c := auth.Claims{TenantID: 1, Type: auth.TokenAccess}
-	a, _, _ := s.Mint(c, time.Hour)
-	b, _, _ := s.Mint(c, time.Hour)
+	a, _, errA := s.Mint(c, time.Hour)
+	b, _, errB := s.Mint(c, time.Hour)
+	if errA != nil || errB != nil {
+		t.Fatalf("Mint: %v, %v", errA, errB)
+	}
 	if a == b {
 		t.Fatal("two tokens minted at the same instant are identical (no jti)")
 	}
@@ -142,7 +145,10 @@ func TestSignerVerifyRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromOther, _, _ := other.Mint(auth.Claims{TenantID: 7, Type: auth.TokenAccess}, time.Hour)
+	fromOther, _, err := other.Mint(auth.Claims{TenantID: 7, Type: auth.TokenAccess}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rsa := newRSAKey(t, "", 0)
 
 	withReg := func(mut func(*jwt.RegisteredClaims), tid int64, typ string) auth.Claims {
@@ -247,7 +253,10 @@ func TestSignerExpiryWithInjectedClock(t *testing.T) {
 func TestIsCohortToken(t *testing.T) {
 	clk := newClock(t0)
 	s := newSigner(t, signingSecret, clk)
-	minted, _, _ := s.Mint(auth.Claims{TenantID: 1, Type: auth.TokenAccess}, time.Hour)
+	minted, _, err := s.Mint(auth.Claims{TenantID: 1, Type: auth.TokenAccess}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rsa := newRSAKey(t, "r", 0)
 	ec := newECKey(t, "e")
 	reg := cohortRegistered(t0)

@@ -27,6 +27,7 @@ type Tenant struct {
 	WebhookSecretSealed  string    `json:"-"`
 	IdentitySecretSealed string    `json:"-"`
 	RequireSignedUserID  bool      `json:"require_signed_user_id"`
+	TokenGeneration      int64     `json:"-"` // bumped to revoke every token minted before
 	CreatedAt            time.Time `json:"created_at"`
 	UpdatedAt            time.Time `json:"updated_at"`
 }
@@ -182,13 +183,53 @@ func (s *Service) ByID(ctx context.Context, id int64) (Tenant, error) {
 	return t, nil
 }
 
-// MintToken issues a Bearer access token for the tenant, valid 24 h.
+// MintToken issues a Bearer access token for the tenant, valid 24 h, of the tenant's token
+// generation as loaded in t: load t just before (BySlug), or a revocation in between is missed and
+// the token is refused.
 func (s *Service) MintToken(t Tenant, signer *auth.Signer) (string, time.Time, error) {
-	return signer.Mint(auth.Claims{TenantID: t.ID, TenantSlug: t.Slug, Type: auth.TokenAccess}, auth.AccessTokenTTL)
+	return signer.Mint(auth.Claims{TenantID: t.ID, TenantSlug: t.Slug, Type: auth.TokenAccess, Generation: t.TokenGeneration}, auth.AccessTokenTTL)
 }
 
-// RotateKeys issues a new secret and public key. The tenant's older active keys stop working after
-// grace (0 revokes them now), so deployments can roll over without downtime.
+// TokenGeneration implements auth.TenantResolver: the tenant's current token generation.
+func (s *Service) TokenGeneration(ctx context.Context, tenantID int64) (int64, error) {
+	var gen []int64
+	if err := s.db.WithContext(ctx).Model(&Tenant{}).Where("id = ?", tenantID).Limit(1).Pluck("token_generation", &gen).Error; err != nil {
+		return 0, fmt.Errorf("load token generation of tenant %d: %w", tenantID, err)
+	}
+	if len(gen) == 0 {
+		return 0, fmt.Errorf("tenant %d: %w", tenantID, errs.ErrNotFound)
+	}
+	return gen[0], nil
+}
+
+// RevokeTokens revokes every token minted for the tenant so far (Bearer access tokens and session
+// tokens) by bumping its token generation; servers refuse them once their cache of the generation
+// expires (auth.Deps.CacheTTL, 30 s). It returns the new generation.
+func (s *Service) RevokeTokens(ctx context.Context, slug string) (int64, error) {
+	t, err := s.BySlug(ctx, slug)
+	if err != nil {
+		return 0, err
+	}
+	return s.bumpTokenGeneration(s.db.WithContext(ctx), t.ID)
+}
+
+func (s *Service) bumpTokenGeneration(tx *gorm.DB, tenantID int64) (int64, error) {
+	var gen []int64
+	err := tx.Raw(`UPDATE tenants SET token_generation = token_generation + 1, updated_at = ? WHERE id = ? RETURNING token_generation`,
+		s.now(), tenantID).Scan(&gen).Error
+	if err != nil {
+		return 0, fmt.Errorf("revoke tokens: %w", err)
+	}
+	if len(gen) == 0 {
+		return 0, fmt.Errorf("tenant %d: %w", tenantID, errs.ErrNotFound)
+	}
+	return gen[0], nil
+}
+
+// RotateKeys issues a new secret and public key and revokes every token minted so far (as
+// RevokeTokens). The tenant's older active keys stop working after grace (0 revokes them now), so
+// deployments can roll over without downtime; tokens are re-minted (tenants token) or, for
+// sessions, obtained again by the client library with a key.
 func (s *Service) RotateKeys(ctx context.Context, slug string, grace time.Duration) (secret, public string, err error) {
 	if grace < 0 {
 		return "", "", errs.Invalid("grace", "must not be negative")
@@ -204,6 +245,9 @@ func (s *Service) RotateKeys(ctx context.Context, slug string, grace time.Durati
 			Where("tenant_id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)", t.ID, cutoff).
 			Update("expires_at", cutoff).Error; err != nil {
 			return fmt.Errorf("expire old keys: %w", err)
+		}
+		if _, err := s.bumpTokenGeneration(tx, t.ID); err != nil {
+			return err
 		}
 		var err error
 		secret, public, err = s.insertKeys(tx, t.ID)
@@ -322,4 +366,21 @@ func (s *Service) WebhookSecret(ctx context.Context, slug string) (Tenant, []byt
 func isUniqueViolation(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+// CheckSealedKey implements keycheck.SealedData: it opens the oldest tenant's identity secret with
+// the key in use (nil when there is no tenant with a sealed secret).
+func (s *Service) CheckSealedKey(ctx context.Context) error {
+	var t Tenant
+	err := s.db.WithContext(ctx).Where("identity_secret_sealed LIKE ?", "v1:%").Order("id").Take(&t).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("load a sealed tenant secret: %w", err)
+	}
+	if _, err := s.box.OpenString(t.IdentitySecretSealed, aad(t.ID, "identity_secret")); err != nil {
+		return fmt.Errorf("open identity secret of tenant %d: %w", t.ID, err)
+	}
+	return nil
 }

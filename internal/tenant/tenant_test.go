@@ -928,3 +928,168 @@ func TestLookupsNotFound(t *testing.T) {
 		})
 	}
 }
+
+// TestRevokeTokens: rotate-keys and revoke-tokens bump the tenant's token generation; a real
+// authenticator with the 30 s cache refuses every token minted before (access and session) once
+// its cache expires, accepts tokens minted after, and leaves other tenants alone.
+func TestRevokeTokens(t *testing.T) {
+	// revoke revokes acme's tokens and returns the public key that opens acme's sessions after it.
+	tests := []struct {
+		name   string
+		revoke func(e *env, acme tenant.Created) (string, error)
+	}{
+		{name: "revoke-tokens", revoke: func(e *env, acme tenant.Created) (string, error) {
+			gen, err := e.svc.RevokeTokens(context.Background(), "acme")
+			if err == nil && gen != 1 {
+				return "", fmt.Errorf("RevokeTokens = generation %d, want 1", gen)
+			}
+			return acme.PublicKey, err
+		}},
+		{name: "rotate-keys with a grace period", revoke: func(e *env, acme tenant.Created) (string, error) {
+			_, _, err := e.svc.RotateKeys(context.Background(), "acme", 24*time.Hour)
+			return acme.PublicKey, err
+		}},
+		{name: "rotate-keys without grace", revoke: func(e *env, _ tenant.Created) (string, error) {
+			_, pk, err := e.svc.RotateKeys(context.Background(), "acme", 0)
+			return pk, err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			acme := e.create(t, "acme")
+			beta := e.create(t, "beta")
+			signer, err := auth.NewSigner(signerKey, e.clk.Now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := auth.NewAuthenticator(auth.Deps{Keys: e.svc, Tenants: e.svc, Identity: e.svc, Signer: signer, Now: e.clk.Now, CacheTTL: 30 * time.Second})
+			mint := func(slug string) string {
+				t.Helper()
+				tn, err := e.svc.BySlug(ctx, slug)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tok, _, err := e.svc.MintToken(tn, signer)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return tok
+			}
+			session := func(pkPlain string) string {
+				t.Helper()
+				pk, err := a.Authenticate(ctx, "ApiKey "+pkPlain, "", false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s, err := a.StartSession(ctx, pk, auth.SessionRequest{UserID: "u1"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s.Token
+			}
+			bearer := func(tok string) error {
+				_, err := a.Authenticate(ctx, "Bearer "+tok, "", false)
+				return err
+			}
+			oldAccess, oldSession, betaAccess := mint("acme"), session(acme.PublicKey), mint("beta")
+			for _, tok := range []string{oldAccess, oldSession, betaAccess} {
+				if err := bearer(tok); err != nil {
+					t.Fatalf("before revocation: %v", err)
+				}
+			}
+			pk, err := tt.revoke(e, acme)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.clk.Advance(29 * time.Second)
+			if err := bearer(oldAccess); err != nil {
+				t.Fatalf("within the cache TTL the cached generation is used: %v", err)
+			}
+			e.clk.Advance(time.Second)
+			for name, tok := range map[string]string{"access token": oldAccess, "session token": oldSession} {
+				err := bearer(tok)
+				if !errors.Is(err, errs.ErrUnauthenticated) || !strings.Contains(err.Error(), "revoked") {
+					t.Fatalf("old %s after the cache TTL: err = %v, want unauthenticated: revoked", name, err)
+				}
+			}
+			// New tokens work: minted from the tenant as loaded now, and sessions from a key.
+			newAccess := mint("acme")
+			claims, err := signer.Verify(newAccess)
+			if err != nil || claims.Generation != 1 {
+				t.Fatalf("new token claims = %+v, %v; want generation 1", claims, err)
+			}
+			if err := bearer(newAccess); err != nil {
+				t.Fatalf("new access token: %v", err)
+			}
+			if err := bearer(session(pk)); err != nil {
+				t.Fatalf("new session: %v", err)
+			}
+			// The other tenant is untouched.
+			if err := bearer(betaAccess); err != nil {
+				t.Fatalf("beta's token: %v", err)
+			}
+			if gen, err := e.svc.TokenGeneration(ctx, beta.Tenant.ID); err != nil || gen != 0 {
+				t.Fatalf("beta's generation = %d, %v; want 0", gen, err)
+			}
+		})
+	}
+}
+
+// TestTokensOfUnknownTenants: a validly signed token naming a tenant that does not exist (never
+// did, or was deleted) is refused.
+func TestTokensOfUnknownTenants(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	acme := e.create(t, "acme")
+	a, signer := e.authenticator(t)
+	ghost, _, err := signer.Mint(auth.Claims{TenantID: 424242, TenantSlug: "ghost", Type: auth.TokenAccess}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := a.Authenticate(ctx, "Bearer "+ghost, "", false); !errors.Is(err, errs.ErrUnauthenticated) {
+		t.Fatalf("token of a tenant that never existed = %+v, %v; want unauthenticated", c, err)
+	}
+	tok, _, err := e.svc.MintToken(acme.Tenant, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Authenticate(ctx, "Bearer "+tok, "", false); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Exec(t, e.db, `DELETE FROM tenants WHERE id = $1`, acme.Tenant.ID)
+	e.clk.Advance(time.Second) // past the test authenticator's cache TTL
+	if c, err := a.Authenticate(ctx, "Bearer "+tok, "", false); !errors.Is(err, errs.ErrUnauthenticated) {
+		t.Fatalf("token of a deleted tenant = %+v, %v; want unauthenticated", c, err)
+	}
+	if _, err := e.svc.TokenGeneration(ctx, acme.Tenant.ID); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("TokenGeneration of a deleted tenant: %v, want not found", err)
+	}
+	if _, err := e.svc.RevokeTokens(ctx, "nobody"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("RevokeTokens of an unknown tenant: %v, want not found", err)
+	}
+}
+
+// TestCheckSealedKey: the tenant service opens a tenant's sealed secret with its key, and names a
+// wrong key with secretbox's error.
+func TestCheckSealedKey(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.svc.CheckSealedKey(ctx); err != nil {
+		t.Fatalf("no tenants: %v", err)
+	}
+	e.create(t, "acme")
+	if err := e.svc.CheckSealedKey(ctx); err != nil {
+		t.Fatalf("the key the tenant was sealed with: %v", err)
+	}
+	other := secretbox.DeriveKey([]byte("another-master-secret-0123456789abcdef"), "cohort/secretbox")
+	box, err := secretbox.New(map[string][]byte{secretbox.KeyID(other): other}, secretbox.KeyID(other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = tenant.NewService(e.db.Gorm, box, e.clk.Now).CheckSealedKey(ctx)
+	if !errors.Is(err, secretbox.ErrUnknownKey) && !errors.Is(err, secretbox.ErrDecrypt) {
+		t.Fatalf("another key: err = %v, want secretbox.ErrUnknownKey or ErrDecrypt", err)
+	}
+}
