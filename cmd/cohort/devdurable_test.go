@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -54,12 +53,12 @@ func newDevProcess(t testing.TB) *devProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &devProcess{bin: bin, dataDir: t.TempDir(), dbURL: testenv.Database(t), addr: fmt.Sprintf("127.0.0.1:%d", loopbackPort(t)), log: &syncBuffer{}}
+	p := &devProcess{bin: bin, dataDir: t.TempDir(), dbURL: testenv.Database(t), addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), log: &syncBuffer{}}
 	p.env = append(os.Environ(),
 		"DATABASE_URL="+p.dbURL,
 		"COHORT_DATA_DIR="+p.dataDir,
 		"COHORT_HTTP_ADDR="+p.addr,
-		"COHORT_DEV_TEMPORAL_PORT="+strconv.Itoa(loopbackPort(t)),
+		"COHORT_DEV_TEMPORAL_PORT="+strconv.Itoa(freePort(t)),
 		"COHORT_DEV_UI_PORT=0",
 		"COHORT_LOG_LEVEL=info",
 		"COHORT_SECRET_KEY=", "PUBSUB_PROJECT=", "NATS_URL=", "COHORT_BUS=",
@@ -358,17 +357,6 @@ func BenchmarkDevRSS(b *testing.B) {
 		_ = p.cmd.Process.Signal(syscall.SIGINT)
 		<-p.exited
 	}
-}
-
-// loopbackPort is a free port on 127.0.0.1.
-func loopbackPort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // procMemory reads a process's resident set size and its peak, in MB.
