@@ -59,8 +59,6 @@ type Sender interface {
 	MaxMessageBytes() int
 	// Check reports whether the bus answers (health).
 	Check(ctx context.Context) error
-	// Name is the adapter's name for logs and errors ("pubsub", "nats").
-	Name() string
 }
 
 // Receiver delivers messages to a handler until ctx ends.

@@ -131,8 +131,6 @@ func OpenNATS(ctx context.Context, cfg NATSConfig, logger *slog.Logger) (*NATS, 
 	return &NATS{cfg: cfg, nc: nc, js: js, log: logger}, nil
 }
 
-func (n *NATS) Name() string { return "nats" }
-
 // Config is the configuration with its defaults filled in.
 func (n *NATS) Config() NATSConfig { return n.cfg }
 

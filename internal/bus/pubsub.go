@@ -60,8 +60,6 @@ func OpenPubSub(ctx context.Context, cfg PubSubConfig) (*PubSub, error) {
 // Client exposes the underlying client (tests publish raw messages through it).
 func (b *PubSub) Client() *pubsub.Client { return b.client }
 
-func (b *PubSub) Name() string { return "pubsub" }
-
 func (b *PubSub) topicName() string { return "projects/" + b.cfg.Project + "/topics/" + b.cfg.Topic }
 func (b *PubSub) subName() string {
 	return "projects/" + b.cfg.Project + "/subscriptions/" + b.cfg.Subscription
