@@ -92,7 +92,7 @@ func testLoaderSurvivesKills(t *testing.T, kind string) {
 	var tbus *testBus
 	childEnv := []string{"COHORT_CRASH_BUS=" + kind}
 	if kind == "nats" {
-		tbus = startTestNATS(t, 10*time.Second)
+		tbus = startTestNATS(t, 10*time.Second, false)
 		childEnv = append(childEnv, "COHORT_CRASH_NATS_URL="+tbus.nats.ClientURL())
 	} else {
 		tbus = startTestBus(t, crashProject, crashTopic, crashSub, 10*time.Second)

@@ -30,7 +30,7 @@ type natsEnv struct {
 func newNATSLoaderEnv(t *testing.T, cfg ingest.LoaderConfig) (*natsEnv, *loaderEnv) {
 	t.Helper()
 	le := &loaderEnv{pool: openPool(t), logs: &logRecorder{}}
-	tb := startTestNATS(t, 0)
+	tb := startTestNATS(t, 0, false)
 	le.pub = tb.pub
 	le.errlog = newErrorLog(t, le.pool, time.Now)
 	sink := ingest.NewSink(le.pool, whpg.New(le.pool))

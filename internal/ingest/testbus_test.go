@@ -35,7 +35,7 @@ func startBus(tb testing.TB, kind string, ackDeadline time.Duration) *testBus {
 	case "pubsub":
 		return startTestBus(tb, "cohort-test", "events", "events-loader", ackDeadline)
 	case "nats":
-		return startTestNATS(tb, ackDeadline)
+		return startTestNATS(tb, ackDeadline, true)
 	}
 	tb.Fatalf("unknown bus %q", kind)
 	return nil
@@ -62,8 +62,9 @@ func startTestBus(tb testing.TB, project, topic, sub string, ackDeadline time.Du
 }
 
 // startTestNATS starts an embedded NATS server with JetStream in a temporary directory, listening
-// on loopback (so child processes can connect), with the stream and consumer set up.
-func startTestNATS(tb testing.TB, ackWait time.Duration) *testBus {
+// on loopback (so child processes can connect), with the stream and consumer set up. inProcess
+// connects this process without a socket, as `cohort dev` does.
+func startTestNATS(tb testing.TB, ackWait time.Duration, inProcess bool) *testBus {
 	tb.Helper()
 	srv, err := bus.StartEmbeddedNATS(bus.EmbeddedNATSOptions{Dir: tb.TempDir(), Listen: "127.0.0.1:0"})
 	if err != nil {
@@ -71,6 +72,9 @@ func startTestNATS(tb testing.TB, ackWait time.Duration) *testBus {
 	}
 	tb.Cleanup(srv.Shutdown)
 	cfg := bus.NATSConfig{URL: srv.ClientURL(), Manage: true, AckWait: ackWait}
+	if inProcess {
+		cfg.InProcess = srv
+	}
 	n, err := bus.OpenNATS(context.Background(), cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		tb.Fatal(err)
