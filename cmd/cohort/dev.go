@@ -93,6 +93,13 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 		}
 	})
 
+	// The database first: a wrong secret key (keycheck) stops dev before anything else starts.
+	c, err := openCore(ctx, cfg, logger, coreOptions{migrate: true, blob: true})
+	if err != nil {
+		return err
+	}
+	stops = append(stops, c.close)
+
 	temporalAddr, uiURL := cfg.Temporal.Address, ""
 	if temporalAddr == "" {
 		ts, err := temporalsrv.Start(ctx, temporalsrv.Options{
@@ -123,11 +130,6 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 		stops = append(stops, stopBus)
 	}
 
-	c, err := openCore(ctx, cfg, logger, coreOptions{migrate: true, blob: true})
-	if err != nil {
-		return err
-	}
-	stops = append(stops, c.close)
 	in, err := c.openIngestion(ctx, emb)
 	if err != nil {
 		return err

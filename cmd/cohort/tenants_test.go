@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -198,5 +199,50 @@ func TestTenantsSecretKeyMismatch(t *testing.T) {
 	}
 	if code, _, stderr := runTenantsCmd(t, "token", "--slug", "acme"); code != 0 {
 		t.Fatalf("token from the right data dir: exit %d: %s", code, stderr)
+	}
+}
+
+// TestRolesRefuseAnotherSecretKey: dev and serve started with another secret key than the one the
+// database was set up with stop at once, before they start anything, with a message that says
+// which key to use (they would mint tokens the database's clients refuse and seal secrets with a
+// key nobody else has).
+func TestRolesRefuseAnotherSecretKey(t *testing.T) {
+	dbURL := testenv.Database(t)
+	t.Setenv("DATABASE_URL", dbURL)
+	t.Setenv("COHORT_DATA_DIR", filepath.Join(t.TempDir(), ".cohort"))
+	t.Setenv("COHORT_SECRET_KEY", testSecret)
+	if code, _, stderr := runTenantsCmd(t, "create", "--slug", "acme"); code != 0 {
+		t.Fatalf("create: exit %d: %s", code, stderr)
+	}
+	other := strings.Repeat("k", 48)
+	for _, role := range []string{"dev", "serve"} {
+		t.Run(role, func(t *testing.T) {
+			t.Setenv("COHORT_SECRET_KEY", other)
+			t.Setenv("COHORT_HTTP_ADDR", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+			t.Setenv("COHORT_DEV_TEMPORAL_PORT", fmt.Sprint(freePort(t)))
+			t.Setenv("COHORT_DEV_UI_PORT", "0")
+			t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1") // serve needs one named; it must not get that far
+			for _, k := range []string{"PUBSUB_PROJECT", "PUBSUB_TOPIC", "BIGQUERY_PROJECT", "BIGQUERY_DATASET", "GCS_BUCKET"} {
+				t.Setenv(k, "unused") // serve's required settings; it must stop before it uses them
+			}
+			t.Setenv("COHORT_PUBLIC_URL", "https://cohort.example")
+			if role == "dev" {
+				t.Setenv("TEMPORAL_ADDRESS", "")
+			}
+			var stdout, stderr bytes.Buffer
+			done := make(chan int, 1)
+			go func() { done <- run([]string{role}, &stdout, &stderr) }()
+			select {
+			case code := <-done:
+				if code == 0 || !strings.Contains(stderr.String(), "another secret key than COHORT_SECRET_KEY") {
+					t.Fatalf("exit %d, stderr %q: want a failure naming the key", code, stderr.String())
+				}
+				if strings.Contains(stdout.String(), "is running") {
+					t.Fatalf("%s started: %s", role, stdout.String())
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("%s with another secret key is still running", role)
+			}
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/auth"
 	"github.com/cohort-dev/cohort/internal/blob"
 	"github.com/cohort-dev/cohort/internal/config"
+	"github.com/cohort-dev/cohort/internal/keycheck"
 	"github.com/cohort-dev/cohort/internal/secretbox"
 	"github.com/cohort-dev/cohort/internal/store"
 	"github.com/cohort-dev/cohort/internal/tclient"
@@ -77,6 +78,11 @@ func openCore(ctx context.Context, cfg *config.Config, logger *slog.Logger, o co
 		return nil, err
 	}
 	c.tenants = tenant.NewService(db.Gorm, c.box, time.Now)
+	// Tokens signed and secrets sealed under another key than the database was set up with would
+	// be refused or unreadable later: every role stops here instead.
+	if err := keycheck.Check(ctx, db.Gorm, cfg.SecretKey, c.tenants, secretKeySource(cfg)); err != nil {
+		return nil, err
+	}
 	var jwks *auth.JWKSVerifier
 	if cfg.JWT.JWKSURL != "" {
 		jwks, err = auth.NewJWKSVerifier(auth.JWKSConfig{
