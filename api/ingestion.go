@@ -17,12 +17,13 @@ import (
 	"github.com/cohort-dev/cohort/internal/auth"
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/ingest"
+	"github.com/cohort-dev/cohort/internal/ingest/load"
 )
 
 // IngestionDeps are the ingestion endpoints' dependencies.
 type IngestionDeps struct {
 	Service *ingest.Service
-	Stats   *ingest.Stats
+	Stats   *load.Stats
 	// Health checks of GET /api/ingestion/health/: pubsub_topic, worker and the warehouse's name.
 	Health []ReadyCheck
 	// Shopify verifies and maps storefront webhooks.

@@ -11,6 +11,7 @@ import (
 	"github.com/cohort-dev/cohort/api"
 	"github.com/cohort-dev/cohort/internal/bus"
 	"github.com/cohort-dev/cohort/internal/ingest"
+	"github.com/cohort-dev/cohort/internal/ingest/load"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 	whpg "github.com/cohort-dev/cohort/internal/warehouse/postgres"
 	"github.com/cohort-dev/cohort/worker"
@@ -30,10 +31,12 @@ type embeddedBus struct {
 	nats   *bus.EmbeddedNATS     // in-process connection to the embedded NATS server
 }
 
-// ingestion holds the event path's parts: the bus, the warehouse, the error log.
+// ingestion holds the event path's parts: the bus, the warehouse (and how the loader stores events
+// in it), the error log.
 type ingestion struct {
 	bus       eventBus
 	warehouse warehouse.Writer
+	store     load.EventStore
 	errlog    *ingest.ErrorLog
 	publisher *ingest.BusPublisher
 }
@@ -52,11 +55,11 @@ func (c *core) openIngestion(ctx context.Context, emb embeddedBus) (*ingestion, 
 			return nil, err
 		}
 	}
-	wh, err := c.openWarehouse(ctx)
+	wh, store, err := c.openWarehouse(ctx)
 	if err != nil {
 		return nil, err
 	}
-	in := &ingestion{bus: b, warehouse: wh, errlog: ingest.NewErrorLog(c.db.Pool, c.log, time.Now)}
+	in := &ingestion{bus: b, warehouse: wh, store: store, errlog: ingest.NewErrorLog(c.db.Pool, c.log, time.Now)}
 	c.closers = append(c.closers, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -88,14 +91,21 @@ func (c *core) openBus(ctx context.Context, emb embeddedBus) (eventBus, error) {
 	return nil, fmt.Errorf("unknown event bus %q", c.cfg.EventBus())
 }
 
-func (c *core) openWarehouse(ctx context.Context) (warehouse.Writer, error) {
+// openWarehouse opens the configured warehouse, and says how the loader stores events in it: the
+// embedded one within the loader's transaction, BigQuery behind the Postgres ledger of event ids.
+func (c *core) openWarehouse(ctx context.Context) (warehouse.Writer, load.EventStore, error) {
 	switch c.cfg.Warehouse {
 	case "postgres":
-		return whpg.New(c.db.Pool), nil
+		w := whpg.New(c.db.Pool)
+		return w, w, nil
 	case "bigquery":
-		return openBigQuery(ctx, c)
+		w, err := openBigQuery(ctx, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		return w, whpg.NewLedger(w), nil
 	}
-	return nil, fmt.Errorf("unknown warehouse %q", c.cfg.Warehouse)
+	return nil, nil, fmt.Errorf("unknown warehouse %q", c.cfg.Warehouse)
 }
 
 // ingestAPI builds the ingestion endpoints' dependencies.
@@ -107,12 +117,12 @@ func (c *core) ingestAPI(in *ingestion) *api.IngestionDeps {
 	}
 	return &api.IngestionDeps{
 		Service: svc,
-		Stats:   ingest.NewStats(c.db.Pool, time.Now),
+		Stats:   load.NewStats(c.db.Pool, time.Now),
 		Shopify: ingest.NewShopifyReceiver(secrets, svc, time.Now),
 		Health: []api.ReadyCheck{
 			// The key is the SPEC's whichever bus runs: the bus takes events.
 			{Name: "pubsub_topic", Check: in.bus.Check},
-			{Name: "worker", Check: func(ctx context.Context) error { return ingest.LoaderAlive(ctx, c.db.Pool, time.Now()) }},
+			{Name: "worker", Check: func(ctx context.Context) error { return load.LoaderAlive(ctx, c.db.Pool, time.Now()) }},
 			{Name: in.warehouse.Name(), Check: in.warehouse.Check},
 		},
 	}
@@ -123,7 +133,7 @@ func (c *core) loader(in *ingestion) (worker.Consumer, error) {
 	if c.cfg.EventBus() == "pubsub" && c.cfg.PubSub.Subscription == "" {
 		return nil, errors.New("PUBSUB_SUBSCRIPTION is required to run the event loader")
 	}
-	sink := ingest.NewSink(c.db.Pool, in.warehouse)
-	return ingest.NewLoader(in.bus, sink, c.db.Pool, in.errlog, c.log, ingest.LoaderConfig{
+	sink := load.NewSink(c.db.Pool, in.store)
+	return load.NewLoader(in.bus, sink, c.db.Pool, in.errlog, c.log, load.LoaderConfig{
 		Flushers: c.cfg.LoaderFlushers, Streams: c.cfg.LoaderStreams}), nil
 }

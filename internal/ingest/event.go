@@ -1,6 +1,7 @@
 // Package ingest accepts behavioural events: it decodes and validates them, publishes accepted
-// batches to the event bus (Pub/Sub or NATS JetStream), and (in the worker) loads them into the warehouse, the profile store and the
-// stats rollups, exactly once per event id.
+// batches to the event bus (Pub/Sub or NATS JetStream) and keeps the ingestion error log. The
+// format of events on the bus is package wire's; the worker loads them into the warehouse, the
+// profile store and the stats rollups with package load.
 package ingest
 
 import (
@@ -16,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cohort-dev/cohort/internal/ident"
+	"github.com/cohort-dev/cohort/internal/ingest/wire"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 )
 
@@ -29,16 +31,6 @@ const (
 	MaxFutureSkew     = 24 * time.Hour
 	ContextIdentified = "context_identified"
 )
-
-// Input is an event as a client sends it.
-type Input struct {
-	UserID     string          `json:"user_id"`
-	EventType  string          `json:"event_type"`
-	OccurredAt *string         `json:"occurred_at"`
-	Payload    json.RawMessage `json:"payload"`
-	MessageID  string          `json:"message_id"` // optional dedupe key; generated when missing
-	SentAt     *string         `json:"sent_at"`    // optional: client clock at send, corrects skew
-}
 
 // Rejection says why one event was not accepted.
 type Rejection struct {
@@ -70,9 +62,9 @@ func Decode(raw []byte, tenantID int64, receivedAt time.Time) (warehouse.Event, 
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return warehouse.Event{}, reject("invalid_json", "event", "an event must be a JSON object")
 	}
-	var in Input
-	if !decodeInputFast(trimmed, &in) {
-		in = Input{}
+	var in wire.Input
+	if !wire.DecodeInputFast(trimmed, &in) {
+		in = wire.Input{}
 		dec := json.NewDecoder(bytes.NewReader(trimmed))
 		if err := dec.Decode(&in); err != nil {
 			return warehouse.Event{}, decodeRejection(err)
@@ -112,7 +104,7 @@ func decodeRejection(err error) *Rejection {
 }
 
 // Validate checks a decoded event and normalises it into a warehouse row.
-func Validate(in Input, tenantID int64, receivedAt time.Time) (warehouse.Event, *Rejection) {
+func Validate(in wire.Input, tenantID int64, receivedAt time.Time) (warehouse.Event, *Rejection) {
 	receivedAt = receivedAt.UTC()
 	ev := warehouse.Event{TenantID: tenantID, ReceivedAt: receivedAt, OccurredAt: receivedAt}
 	if r := checkUserID(in.UserID); r != nil {

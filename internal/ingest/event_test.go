@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cohort-dev/cohort/internal/ingest"
+	"github.com/cohort-dev/cohort/internal/ingest/wire"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 )
 
@@ -356,22 +357,22 @@ func TestValidate(t *testing.T) {
 	str := func(s string) *string { return &s }
 	cases := []struct {
 		name  string
-		in    ingest.Input
+		in    wire.Input
 		code  string
 		field string
 		check func(t *testing.T, ev warehouse.Event)
 	}{
-		{name: "minimal", in: ingest.Input{UserID: "u", EventType: "x"}, check: payloadIs(`{}`)},
-		{name: "invalid UTF-8 user_id", in: ingest.Input{UserID: "a\xffb", EventType: "x"}, code: "invalid_user_id", field: "user_id"},
-		{name: "truncated rune user_id", in: ingest.Input{UserID: "ab\xc3", EventType: "x"}, code: "invalid_user_id", field: "user_id"},
-		{name: "control user_id", in: ingest.Input{UserID: "a\x1bb", EventType: "x"}, code: "invalid_user_id", field: "user_id"},
-		{name: "invalid UTF-8 message_id", in: ingest.Input{UserID: "u", EventType: "x", MessageID: "m\xff"}, code: "invalid_message_id", field: "message_id"},
-		{name: "bad event type", in: ingest.Input{UserID: "u", EventType: "X"}, code: "invalid_event_type", field: "event_type"},
-		{name: "occurred_at with offset", in: ingest.Input{UserID: "u", EventType: "x", OccurredAt: str("2024-05-01T14:00:00+02:00")}, check: occurredAt(recv)},
-		{name: "bad occurred_at", in: ingest.Input{UserID: "u", EventType: "x", OccurredAt: str("May 1st")}, code: "invalid_occurred_at", field: "occurred_at"},
-		{name: "payload whitespace only", in: ingest.Input{UserID: "u", EventType: "x", Payload: raw("  ")}, check: payloadIs(`{}`)},
-		{name: "payload array", in: ingest.Input{UserID: "u", EventType: "x", Payload: raw("[]")}, code: "invalid_payload", field: "payload"},
-		{name: "message_id kept", in: ingest.Input{UserID: "u", EventType: "x", MessageID: "shopify:1:0"}, check: eventIDIs("shopify:1:0")},
+		{name: "minimal", in: wire.Input{UserID: "u", EventType: "x"}, check: payloadIs(`{}`)},
+		{name: "invalid UTF-8 user_id", in: wire.Input{UserID: "a\xffb", EventType: "x"}, code: "invalid_user_id", field: "user_id"},
+		{name: "truncated rune user_id", in: wire.Input{UserID: "ab\xc3", EventType: "x"}, code: "invalid_user_id", field: "user_id"},
+		{name: "control user_id", in: wire.Input{UserID: "a\x1bb", EventType: "x"}, code: "invalid_user_id", field: "user_id"},
+		{name: "invalid UTF-8 message_id", in: wire.Input{UserID: "u", EventType: "x", MessageID: "m\xff"}, code: "invalid_message_id", field: "message_id"},
+		{name: "bad event type", in: wire.Input{UserID: "u", EventType: "X"}, code: "invalid_event_type", field: "event_type"},
+		{name: "occurred_at with offset", in: wire.Input{UserID: "u", EventType: "x", OccurredAt: str("2024-05-01T14:00:00+02:00")}, check: occurredAt(recv)},
+		{name: "bad occurred_at", in: wire.Input{UserID: "u", EventType: "x", OccurredAt: str("May 1st")}, code: "invalid_occurred_at", field: "occurred_at"},
+		{name: "payload whitespace only", in: wire.Input{UserID: "u", EventType: "x", Payload: raw("  ")}, check: payloadIs(`{}`)},
+		{name: "payload array", in: wire.Input{UserID: "u", EventType: "x", Payload: raw("[]")}, code: "invalid_payload", field: "payload"},
+		{name: "message_id kept", in: wire.Input{UserID: "u", EventType: "x", MessageID: "shopify:1:0"}, check: eventIDIs("shopify:1:0")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

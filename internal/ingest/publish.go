@@ -9,20 +9,9 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/bus"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/ingest/wire"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 )
-
-// Message is what one bus message carries: the accepted events of one request. One message per
-// request keeps publish cost flat in the batch size; a request whose message would exceed the
-// bus's limit is split into several.
-type Message struct {
-	V        int               `json:"v"`
-	TenantID int64             `json:"tenant_id"`
-	Events   []warehouse.Event `json:"events"`
-}
-
-// MessageVersion is the current Message format.
-const MessageVersion = 1
 
 // PublishTimeout bounds how long a request waits for the bus to acknowledge its events.
 const PublishTimeout = 10 * time.Second
@@ -43,7 +32,7 @@ type BusPublisher struct {
 // NewBusPublisher publishes through s.
 func NewBusPublisher(s bus.Sender) *BusPublisher { return &BusPublisher{s: s} }
 
-// Publish encodes the events as one message (or several, when one would be too large for the
+// Publish encodes the events as one wire.Message (or several, when one would be too large for the
 // bus) and waits until the bus has stored every one. An error means the caller must not count
 // the events as accepted: some may be stored, and the loader stores an event id once.
 func (p *BusPublisher) Publish(ctx context.Context, tenantID int64, events []warehouse.Event) error {
@@ -54,7 +43,7 @@ func (p *BusPublisher) Publish(ctx context.Context, tenantID int64, events []war
 }
 
 func (p *BusPublisher) publish(ctx context.Context, tenantID int64, events []warehouse.Event) error {
-	data, err := encodeMessage(tenantID, events)
+	data, err := wire.EncodeMessage(tenantID, events)
 	if err != nil {
 		return fmt.Errorf("encode message: %w", err)
 	}

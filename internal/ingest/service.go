@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/ingest/wire"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 )
 
@@ -92,10 +93,10 @@ func (s *Service) TrackBatch(ctx context.Context, c Caller, body []byte) (BatchR
 // ValidationError: not JSON, no events array, too many events).
 func DecodeBatch(body []byte, c Caller, received time.Time) ([]warehouse.Event, []BatchError, error) {
 	// The fast path splits the body into its events in place and decodes each; it stands only if
-	// the body is then known to be what json.Unmarshal would read the same way (see splitBatch).
+	// the body is then known to be what json.Unmarshal would read the same way (see wire.SplitBatch).
 	// Anything else (bad JSON, an odd layout, too many events) takes encoding/json's path, which
 	// decides the answer.
-	if raws, ok := splitBatch(body); ok {
+	if raws, ok := wire.SplitBatch(body, MaxBatchEvents); ok {
 		if events, rejected, ok := decodeBatch(c, raws, received, true); ok {
 			return events, rejected, nil
 		}

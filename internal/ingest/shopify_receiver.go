@@ -8,6 +8,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/ingest/shopify"
+	"github.com/cohort-dev/cohort/internal/ingest/wire"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 )
 
@@ -57,7 +58,7 @@ func (r *ShopifyReceiver) Receive(ctx context.Context, d ShopifyDelivery) (int, 
 	}
 	events := make([]warehouse.Event, 0, len(mapped))
 	for _, m := range mapped {
-		in := Input{UserID: m.UserID, EventType: m.EventType, MessageID: fmt.Sprintf("shopify:%s:%s", d.WebhookID, m.Suffix)}
+		in := wire.Input{UserID: m.UserID, EventType: m.EventType, MessageID: fmt.Sprintf("shopify:%s:%s", d.WebhookID, m.Suffix)}
 		occurred := m.OccurredAt.UTC().Format(time.RFC3339Nano)
 		in.OccurredAt = &occurred
 		payload, err := marshalPayload(m.Payload)
