@@ -47,6 +47,11 @@ type Deps struct {
 	Catalog *CatalogDeps
 	// ProductSegments serves /api/product-segments/; its routes are registered only when set.
 	ProductSegments *ProductSegmentsDeps
+	// Pages serves /api/ai-pages/ (AIQueries, pages, versions, bulk jobs, public reads); its
+	// routes are registered only when set.
+	Pages *PagesDeps
+	// Search serves GET /api/ai-pages/query; its route is registered only when set.
+	Search *SearchDeps
 	// Registry collects Prometheus metrics; a new one when nil.
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
@@ -128,4 +133,11 @@ func (s *Server) routes() {
 	if s.d.ProductSegments != nil {
 		s.productSegmentRoutes(a)
 	}
+	if s.d.Search != nil {
+		s.searchRoutes(a)
+	}
+	if s.d.Pages != nil {
+		s.pageRoutes(a)
+	}
+	a.GET("/ai-pages/blocks/", s.require(policyPages), s.listBlocks)
 }

@@ -153,14 +153,16 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 	cat := c.openCatalog(tc)
 	segReg := c.segmentsWorker(segs, provider)
 	catReg, sweeper := c.catalogWorker(cat, provider)
+	srch := c.searchFor(ctx, provider, nil) // one vector index for the API and the worker
+	pageReg := c.pagesWorker(tc, provider, srch)
 	wctx, cancelWorker := context.WithCancel(context.Background())
 	workerDone := make(chan error, 1)
 	go func() {
-		workerDone <- worker.New(c.workerDeps(tc, []worker.Registration{segReg, catReg}, loader, sweeper)).Run(wctx)
+		workerDone <- worker.New(c.workerDeps(tc, []worker.Registration{segReg, catReg, pageReg}, loader, sweeper)).Run(wctx)
 	}()
 	stops = append(stops, func() { cancelWorker(); <-workerDone })
 
-	srv := c.newAPI(wctx, in, segs, cat, tc)
+	srv := c.newAPI(wctx, in, segs, cat, tc, srch)
 	addr, httpDone, err := serveHTTP(ctx, cfg.HTTPAddr, srv.Handler(), logger, 5*time.Second)
 	if err != nil {
 		return err

@@ -33,7 +33,8 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	srv := c.newAPI(ctx, in, c.openSegments(in), c.openCatalog(tc), tc)
+	provider, providerErr := c.openAI()
+	srv := c.newAPI(ctx, in, c.openSegments(in), c.openCatalog(tc), tc, c.searchFor(ctx, provider, providerErr))
 	addr, done, err := serveHTTP(ctx, cfg.HTTPAddr, srv.Handler(), logger, cfg.ShutdownTimeout)
 	if err != nil {
 		return err
@@ -70,7 +71,8 @@ func runWorker(ctx context.Context, cfg *config.Config, logger *slog.Logger) err
 	}
 	segReg := c.segmentsWorker(c.openSegments(in), provider)
 	catReg, sweeper := c.catalogWorker(c.openCatalog(tc), provider)
-	return worker.New(c.workerDeps(tc, []worker.Registration{segReg, catReg}, loader, sweeper)).Run(ctx)
+	pageReg := c.pagesWorker(tc, provider, c.searchFor(ctx, provider, nil))
+	return worker.New(c.workerDeps(tc, []worker.Registration{segReg, catReg, pageReg}, loader, sweeper)).Run(ctx)
 }
 
 func runMigrate(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout io.Writer) error {

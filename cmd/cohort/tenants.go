@@ -16,6 +16,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/config"
 	"github.com/cohort-dev/cohort/internal/devstack"
 	"github.com/cohort-dev/cohort/internal/keycheck"
+	"github.com/cohort-dev/cohort/internal/page"
 	"github.com/cohort-dev/cohort/internal/store"
 )
 
@@ -31,6 +32,7 @@ const tenantsUsage = `usage: cohort tenants <command> [flags]
   keys --slug S                           list a tenant's keys (never their secrets)
   set --slug S --require-signed-user-id=true|false
                                           require pk_ session handshakes to carry a signed user_id
+  set --slug S --page-limit N             how many AI landing pages the tenant may hold (default 1000)
 
 --tenant S is the same as --slug S. Revoked keys and tokens are refused by every server within 30 s.
 
@@ -53,6 +55,7 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 	grace := fs.Duration("grace", 24*time.Hour, "how long old keys keep working after rotation")
 	keyID := fs.String("key-id", "", "key id to revoke")
 	requireSig := fs.String("require-signed-user-id", "", "true or false")
+	pageLimit := fs.Int("page-limit", -1, "AI landing pages the tenant may hold")
 	if err := fs.Parse(rest); err != nil {
 		return fmt.Errorf("%w: %v\n%s", errUsage, err, tenantsUsage)
 	}
@@ -131,13 +134,30 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 		}
 		return out.Encode(map[string]any{"slug": *slug, "keys": keys})
 	case "set":
-		if *requireSig != "true" && *requireSig != "false" {
-			return fmt.Errorf("%w: --require-signed-user-id=true|false is required", errUsage)
+		setPageLimit := pageLimitSet(fs)
+		if *requireSig == "" && !setPageLimit {
+			return fmt.Errorf("%w: --require-signed-user-id=true|false or --page-limit N is required", errUsage)
 		}
-		if err := c.tenants.SetRequireSignedUserID(ctx, *slug, *requireSig == "true"); err != nil {
-			return err
+		if *requireSig != "" && *requireSig != "true" && *requireSig != "false" {
+			return fmt.Errorf("%w: --require-signed-user-id must be true or false", errUsage)
 		}
-		return out.Encode(map[string]any{"slug": *slug, "require_signed_user_id": *requireSig == "true"})
+		if setPageLimit && (*pageLimit < 0 || *pageLimit > page.MaxPageLimit) {
+			return fmt.Errorf("%w: --page-limit must be from 0 to %d", errUsage, page.MaxPageLimit)
+		}
+		res := map[string]any{"slug": *slug}
+		if *requireSig != "" {
+			if err := c.tenants.SetRequireSignedUserID(ctx, *slug, *requireSig == "true"); err != nil {
+				return err
+			}
+			res["require_signed_user_id"] = *requireSig == "true"
+		}
+		if setPageLimit {
+			if err := c.openPages(nil).SetPageLimit(ctx, *slug, *pageLimit); err != nil {
+				return err
+			}
+			res["page_limit"] = *pageLimit
+		}
+		return out.Encode(res)
 	}
 	return errors.New("unreachable")
 }
@@ -201,4 +221,11 @@ func absPath(p string) string {
 		return a
 	}
 	return p
+}
+
+// pageLimitSet reports whether --page-limit was given.
+func pageLimitSet(fs *flag.FlagSet) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "page-limit" })
+	return set
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/blob"
 	"github.com/cohort-dev/cohort/internal/config"
 	"github.com/cohort-dev/cohort/internal/keycheck"
+	"github.com/cohort-dev/cohort/internal/search"
 	"github.com/cohort-dev/cohort/internal/secretbox"
 	"github.com/cohort-dev/cohort/internal/store"
 	"github.com/cohort-dev/cohort/internal/tclient"
@@ -168,11 +169,13 @@ func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsD
 
 // newAPI is the HTTP API of serve and dev: Temporal joins the readiness checks, and the segment
 // membership cache runs until ctx ends. cat is the role's catalogue (openCatalog).
-func (c *core) newAPI(ctx context.Context, in *ingestion, segs *segments, cat *catalogParts, tc client.Client) *api.Server {
+func (c *core) newAPI(ctx context.Context, in *ingestion, segs *segments, cat *catalogParts, tc client.Client, srch *search.Service) *api.Server {
 	ready := []api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}
 	d := c.apiDeps(ready, in, c.segmentsAPI(ctx, segs, tc), c.activationsAPI(tc))
 	d.Catalog = c.catalogAPI(cat)
 	d.ProductSegments = c.productSegmentsAPI(cat)
+	d.Pages = c.pagesAPI(tc)
+	d.Search = &api.SearchDeps{Service: srch}
 	return api.New(d)
 }
 

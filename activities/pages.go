@@ -1,0 +1,335 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/cohort-dev/cohort/internal/ai"
+	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/page"
+	"github.com/cohort-dev/cohort/internal/pagegen"
+	"github.com/cohort-dev/cohort/internal/search"
+)
+
+// Error types of permanent page generation failures (non-retryable application errors). A
+// failed generation records the error's message as the page's last_error.
+const (
+	// ErrTypePageGone: the page was deleted; there is nothing to generate or to record.
+	ErrTypePageGone = "PageNotFound"
+	// ErrTypePageQueryGone: the page's AIQuery was deleted.
+	ErrTypePageQueryGone = "PageQueryDeleted"
+	// ErrTypePageNoProducts: the search found no product for the query.
+	ErrTypePageNoProducts = "PageNoProducts"
+	// ErrTypePageCopyRejected: the AI provider refused the request (not a passing failure).
+	ErrTypePageCopyRejected = "PageCopyRejected"
+	// ErrTypePageContentInvalid: the page refused the generated content.
+	ErrTypePageContentInvalid = "PageContentInvalid"
+	// ErrTypeBulkJobGone: the bulk generation job does not exist (its tenant was deleted).
+	ErrTypeBulkJobGone = "PageBulkJobNotFound"
+	// ErrTypePageAIRateLimited: the AI provider said 429 with a Retry-After; retried after it.
+	ErrTypePageAIRateLimited = "PageAIRateLimited"
+)
+
+// The product segment of an AIQuery that was deleted is ErrTypeProductSegmentGone; copy that
+// never validated is ErrTypeInvalidLLMOutput.
+
+// PageStore is the part of the page service (internal/page) the generation activities use.
+type PageStore interface {
+	GenerationTarget(ctx context.Context, tenantID, pageID int64) (*page.GenerationTarget, error)
+	MarkGenerating(ctx context.Context, tenantID, pageID int64) error
+	SaveGenerated(ctx context.Context, tenantID, pageID int64, g page.GeneratedContent) error
+	MarkGenerationFailed(ctx context.Context, tenantID, pageID int64, msg string) error
+	MarkBulkRunning(ctx context.Context, tenantID, jobID int64) error
+	BulkPages(ctx context.Context, tenantID, jobID int64) ([]page.BulkJobPage, error)
+	FinishBulkPage(ctx context.Context, tenantID, jobID, pageID int64, genErr error) error
+	FinishBulk(ctx context.Context, tenantID, jobID int64) (*page.BulkJob, error)
+}
+
+// ProductSearch is the part of the semantic search (internal/search) the generation uses: the
+// tenant's products closest in meaning to a query, best match first, restricted to the members
+// of a product segment when one is set. A segment that does not exist is errs.ErrNotFound; an
+// embedding provider that is down is errs.ErrUnavailable (code embedding_unavailable).
+type ProductSearch interface {
+	Search(ctx context.Context, tenantID int64, in search.In) (*search.Result, error)
+}
+
+// Pages are the page generation activities.
+type Pages struct {
+	store  PageStore
+	search ProductSearch
+	copy   *pagegen.Generator
+}
+
+// NewPages builds the activities over the page service, the semantic search and the AI provider
+// that writes the copy.
+func NewPages(store PageStore, search ProductSearch, provider ai.Provider) *Pages {
+	return &Pages{store: store, search: search, copy: pagegen.New(provider)}
+}
+
+// PageRef names a page.
+type PageRef struct {
+	TenantID int64
+	PageID   int64
+}
+
+// LoadPageQueryInput names the page; MarkGenerating marks it generating first (a run that follows
+// another one, whose end set the page ready or error).
+type LoadPageQueryInput struct {
+	TenantID       int64
+	PageID         int64
+	MarkGenerating bool
+}
+
+// LoadPageQueryResult is what the page is generated from.
+type LoadPageQueryResult struct {
+	Title            string
+	QueryID          int64
+	QueryText        string
+	ProductSegmentID *int64
+}
+
+// LoadPageQuery reads the page's title and its AIQuery (text, product segment).
+func (a *Pages) LoadPageQuery(ctx context.Context, in LoadPageQueryInput) (LoadPageQueryResult, error) {
+	if in.MarkGenerating {
+		if err := a.store.MarkGenerating(ctx, in.TenantID, in.PageID); err != nil {
+			return LoadPageQueryResult{}, pageError(err)
+		}
+	}
+	t, err := a.store.GenerationTarget(ctx, in.TenantID, in.PageID)
+	if err != nil {
+		return LoadPageQueryResult{}, pageError(err)
+	}
+	return LoadPageQueryResult{Title: t.Title, QueryID: t.QueryID, QueryText: t.QueryText, ProductSegmentID: t.ProductSegmentID}, nil
+}
+
+// SearchPageProductsInput is one semantic search for a page.
+type SearchPageProductsInput struct {
+	TenantID         int64
+	PageID           int64
+	Query            string
+	Limit            int
+	ProductSegmentID *int64
+}
+
+// SearchPageProductsResult holds the found products, best match first, compacted for the
+// workflow history (pagegen.Compact).
+type SearchPageProductsResult struct {
+	Products []pagegen.Product
+}
+
+// SearchPageProducts runs the semantic search of the page's query. A product segment that no
+// longer exists and a search that finds nothing are permanent failures; a provider that is down
+// is retried.
+func (a *Pages) SearchPageProducts(ctx context.Context, in SearchPageProductsInput) (SearchPageProductsResult, error) {
+	res, err := a.search.Search(ctx, in.TenantID, search.In{Query: in.Query, Limit: in.Limit, SegmentID: in.ProductSegmentID})
+	if err != nil {
+		if errors.Is(err, errs.ErrNotFound) {
+			msg := "the AIQuery's product segment no longer exists"
+			if in.ProductSegmentID != nil {
+				msg = fmt.Sprintf("product segment %d of the AIQuery no longer exists", *in.ProductSegmentID)
+			}
+			return SearchPageProductsResult{}, temporal.NewNonRetryableApplicationError(msg, ErrTypeProductSegmentGone, err)
+		}
+		if errors.Is(err, errs.ErrInvalid) {
+			return SearchPageProductsResult{}, temporal.NewNonRetryableApplicationError("semantic search: "+err.Error(), ErrTypePageCopyRejected, err)
+		}
+		return SearchPageProductsResult{}, fmt.Errorf("semantic search: %w", err)
+	}
+	if len(res.Products) == 0 {
+		msg := "no product matches the query: the catalogue has no embedded product yet"
+		if in.ProductSegmentID != nil {
+			msg = fmt.Sprintf("no product matches the query: product segment %d has no embedded member", *in.ProductSegmentID)
+		}
+		return SearchPageProductsResult{}, temporal.NewNonRetryableApplicationError(msg, ErrTypePageNoProducts, nil)
+	}
+	out := make([]pagegen.Product, len(res.Products))
+	for i, p := range res.Products {
+		var data map[string]any
+		if len(p.Data) > 0 {
+			if err := json.Unmarshal(p.Data, &data); err != nil {
+				return SearchPageProductsResult{}, fmt.Errorf("read product %s: %w", p.SKU, err)
+			}
+		}
+		out[i] = pagegen.Compact(pagegen.Product{SKU: p.SKU, Name: p.Name, Data: data})
+	}
+	return SearchPageProductsResult{Products: out}, nil
+}
+
+// GeneratePageCopyInput is what one page's copy is written from.
+type GeneratePageCopyInput struct {
+	TenantID int64
+	PageID   int64
+	Query    string
+	Title    string
+	Products []pagegen.Product
+}
+
+// GeneratePageCopy writes the page's intro copy and blocks (pagegen.Generator.Generate): an
+// answer that never validates is a permanent failure (ErrTypeInvalidLLMOutput); a provider
+// that is down or rate limited is retried.
+func (a *Pages) GeneratePageCopy(ctx context.Context, in GeneratePageCopyInput) (pagegen.Copy, error) {
+	out, err := a.copy.Generate(ctx, pagegen.Request{Query: in.Query, Title: in.Title, Products: in.Products})
+	if err != nil {
+		return pagegen.Copy{}, copyError(err)
+	}
+	return out, nil
+}
+
+// copyError is a generation's error as the activity returns it.
+func copyError(err error) error {
+	var pe *ai.ProviderError
+	switch {
+	case errors.Is(err, pagegen.ErrInvalidOutput):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidLLMOutput, err)
+	case errors.Is(err, ai.ErrRateLimited):
+		if errors.As(err, &pe) && pe.RetryAfter > 0 {
+			return temporal.NewApplicationErrorWithOptions(err.Error(), ErrTypePageAIRateLimited,
+				temporal.ApplicationErrorOptions{NextRetryDelay: pe.RetryAfter, Cause: err})
+		}
+		return err
+	case errors.Is(err, errs.ErrInvalid): // ai.ErrInvalidRequest matches it too
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePageCopyRejected, err)
+	}
+	// Unreachable, failing (5xx) or refusing our credentials: retried; the last error is the
+	// page's once the attempts are spent.
+	return err
+}
+
+// SavePageCopyInput is a generation's result for a page.
+type SavePageCopyInput struct {
+	TenantID int64
+	PageID   int64
+	Copy     pagegen.Copy
+}
+
+// SavePageCopy writes the copy to the page (status ready, generated_at, a new version).
+func (a *Pages) SavePageCopy(ctx context.Context, in SavePageCopyInput) error {
+	err := a.store.SaveGenerated(ctx, in.TenantID, in.PageID, page.GeneratedContent{
+		IntroCopy: in.Copy.IntroCopy, ProductSKUs: in.Copy.ProductSKUs, Blocks: in.Copy.Blocks,
+	})
+	if err != nil {
+		var ve *errs.ValidationError
+		if errors.As(err, &ve) {
+			return temporal.NewNonRetryableApplicationError("the generated content was refused: "+err.Error(), ErrTypePageContentInvalid, err)
+		}
+		return pageError(err)
+	}
+	return nil
+}
+
+// FailPageGenerationInput is a failed generation of a page.
+type FailPageGenerationInput struct {
+	TenantID int64
+	PageID   int64
+	Message  string
+}
+
+// FailPageGeneration records a failed generation: status error, the message in last_error. A
+// page deleted meanwhile is no error.
+func (a *Pages) FailPageGeneration(ctx context.Context, in FailPageGenerationInput) error {
+	if err := a.store.MarkGenerationFailed(ctx, in.TenantID, in.PageID, in.Message); err != nil && !errors.Is(err, errs.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// pageError turns a page that is gone or has no query any more into permanent failures.
+func pageError(err error) error {
+	switch {
+	case errors.Is(err, errs.ErrNotFound):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePageGone, err)
+	case errors.Is(err, errs.ErrConflict):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePageQueryGone, err)
+	}
+	return err
+}
+
+// BulkJobRef names a bulk generation job.
+type BulkJobRef struct {
+	TenantID int64
+	JobID    int64
+}
+
+// StartBulkJob moves the job to running.
+func (a *Pages) StartBulkJob(ctx context.Context, in BulkJobRef) error {
+	return bulkError(a.store.MarkBulkRunning(ctx, in.TenantID, in.JobID))
+}
+
+// ListBulkPagesInput names the job and bounds the pages returned.
+type ListBulkPagesInput struct {
+	TenantID int64
+	JobID    int64
+	Limit    int // 0: all
+}
+
+// ListBulkPagesResult lists the job's pages still to generate, in the job's order.
+type ListBulkPagesResult struct {
+	PageIDs []int64
+	More    bool // more pages are pending beyond Limit
+}
+
+// ListBulkPages returns the pages of the job still pending (those with a page; a page that
+// could not be created was recorded failed with the job).
+func (a *Pages) ListBulkPages(ctx context.Context, in ListBulkPagesInput) (ListBulkPagesResult, error) {
+	pages, err := a.store.BulkPages(ctx, in.TenantID, in.JobID)
+	if err != nil {
+		return ListBulkPagesResult{}, bulkError(err)
+	}
+	var out ListBulkPagesResult
+	for _, p := range pages {
+		if p.Status != page.JobPagePending || p.PageID == nil {
+			continue
+		}
+		if in.Limit > 0 && len(out.PageIDs) == in.Limit {
+			out.More = true
+			break
+		}
+		out.PageIDs = append(out.PageIDs, *p.PageID)
+	}
+	return out, nil
+}
+
+// FinishBulkPageInput is one page's outcome in a job: Error is empty when the page is ready.
+type FinishBulkPageInput struct {
+	TenantID int64
+	JobID    int64
+	PageID   int64
+	Error    string
+}
+
+// FinishBulkPage records one page's outcome in the job (completed or failed goes up by one).
+func (a *Pages) FinishBulkPage(ctx context.Context, in FinishBulkPageInput) error {
+	var genErr error
+	if in.Error != "" {
+		genErr = errors.New(in.Error)
+	}
+	return bulkError(a.store.FinishBulkPage(ctx, in.TenantID, in.JobID, in.PageID, genErr))
+}
+
+// FinishBulkJobResult is the job as it ended.
+type FinishBulkJobResult struct {
+	Status    string
+	Total     int
+	Completed int
+	Failed    int
+}
+
+// FinishBulkJob ends the job: complete, or partial_failure when a page failed.
+func (a *Pages) FinishBulkJob(ctx context.Context, in BulkJobRef) (FinishBulkJobResult, error) {
+	j, err := a.store.FinishBulk(ctx, in.TenantID, in.JobID)
+	if err != nil {
+		return FinishBulkJobResult{}, bulkError(err)
+	}
+	return FinishBulkJobResult{Status: j.Status, Total: j.Total, Completed: j.Completed, Failed: j.Failed}, nil
+}
+
+func bulkError(err error) error {
+	if errors.Is(err, errs.ErrNotFound) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBulkJobGone, err)
+	}
+	return err
+}

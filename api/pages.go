@@ -1,0 +1,298 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/cohort-dev/cohort/internal/page"
+)
+
+// PagesDeps are the AI landing page endpoints' dependencies. The service starts generation (its
+// page.Generator) and counts public reads (its Run loop is the role's to run).
+type PagesDeps struct {
+	Service *page.Service
+}
+
+// maxPageBody caps page and AIQuery bodies: a PATCH of a page's blocks (at most 100) fits.
+const maxPageBody = 2 << 20
+
+func (s *Server) pageRoutes(a *gin.RouterGroup) {
+	g := a.Group("/ai-pages")
+	auth := s.require(policyPages)
+
+	g.GET("/queries/", auth, s.listAIQueries)
+	g.POST("/queries/", auth, s.createAIQuery)
+	g.GET("/queries/:id/", auth, s.getAIQuery)
+	g.PATCH("/queries/:id/", auth, s.patchAIQuery)
+	g.DELETE("/queries/:id/", auth, s.deleteAIQuery)
+
+	g.GET("/pages/", auth, s.listPages)
+	g.POST("/pages/", auth, s.createPage)
+	g.POST("/pages/bulk-generate/", auth, s.bulkGeneratePages)
+	g.GET("/pages/:id/", auth, s.getPage)
+	g.PATCH("/pages/:id/", auth, s.patchPage)
+	s.setBodyLimit(http.MethodPatch, "/api/ai-pages/pages/:id/", maxPageBody)
+	g.DELETE("/pages/:id/", auth, s.deletePage)
+	g.POST("/pages/:id/regenerate/", auth, s.regeneratePage)
+	g.GET("/pages/:id/versions/", auth, s.listPageVersions)
+	g.GET("/pages/:id/versions/:n/", auth, s.getPageVersion)
+	g.POST("/pages/:id/versions/:n/restore/", auth, s.restorePageVersion)
+
+	g.GET("/jobs/", auth, s.listBulkJobs)
+	g.GET("/jobs/:id/", auth, s.getBulkJob)
+
+	g.GET("/public/pages/:tenant_slug/:page_slug/", s.publicPage)
+}
+
+func (s *Server) listAIQueries(c *gin.Context) {
+	out, err := s.d.Pages.Service.ListQueries(c.Request.Context(), mustCredential(c).TenantID)
+	if err != nil {
+		abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) createAIQuery(c *gin.Context) {
+	var in page.QueryInput
+	if err := bindStrictJSON(c, &in); err != nil {
+		abort(c, err)
+		return
+	}
+	out, err := s.d.Pages.Service.CreateQuery(c.Request.Context(), mustCredential(c).TenantID, in)
+	if err != nil {
+		abort(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, out)
+}
+
+func (s *Server) getAIQuery(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	out, err := s.d.Pages.Service.GetQuery(c.Request.Context(), mustCredential(c).TenantID, id)
+	if err != nil {
+		abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) patchAIQuery(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	var in page.QueryPatch
+	if err := bindStrictJSON(c, &in); err != nil {
+		abort(c, err)
+		return
+	}
+	out, err := s.d.Pages.Service.UpdateQuery(c.Request.Context(), mustCredential(c).TenantID, id, in)
+	if err != nil {
+		abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) deleteAIQuery(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	if err := s.d.Pages.Service.DeleteQuery(c.Request.Context(), mustCredential(c).TenantID, id); err != nil {
+		abort(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+func (s *Server) listPages(c *gin.Context) {
+	out, err := s.d.Pages.Service.ListPages(c.Request.Context(), mustCredential(c).TenantID)
+	if err != nil {
+		abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) createPage(c *gin.Context) {
+	var in page.CreateInput
+	if err := bindStrictJSON(c, &in); err != nil {
+		abort(c, err)
+		return
+	}
+	out, err := s.d.Pages.Service.CreatePage(c.Request.Context(), mustCredential(c).TenantID, in)
+	if err != nil {
+		abort(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, out)
+}
+
+func (s *Server) getPage(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	out, err := s.d.Pages.Service.GetPage(c.Request.Context(), mustCredential(c).TenantID, id)
+	if err != nil {
+		abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) patchPage(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	var in page.PatchInput
+	if err := bindStrictJSON(c, &in); err != nil {
+		abort(c, err)
+		return
+	}
+	out, err := s.d.Pages.Service.PatchPage(c.Request.Context(), mustCredential(c).TenantID, id, in)
+	if err != nil {
+		abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) deletePage(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	if err := s.d.Pages.Service.DeletePage(c.Request.Context(), mustCredential(c).TenantID, id); err != nil {
+		abort(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+type queuedResponse struct {
+	Status string `json:"status"`
+}
+
+func (s *Server) regeneratePage(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	if err := s.d.Pages.Service.Regenerate(c.Request.Context(), mustCredential(c).TenantID, id); err != nil {
+		abort(c, err)
+		return
+	}
+	c.JSON(http.StatusAccepted, queuedResponse{Status: "queued"})
+}
+
+func (s *Server) bulkGeneratePages(c *gin.Context) {
+	out, err := s.d.Pages.Service.BulkGenerate(c.Request.Context(), mustCredential(c).TenantID)
+	if err != nil {
+		abort(c, err)
+		return
+	}
+	c.JSON(http.StatusAccepted, out)
+}
+
+// versionN reads the version number from the path; anything but a positive integer is 404.
+func versionN(c *gin.Context) (int, bool) {
+	n, err := strconv.Atoi(c.Param("n"))
+	if err != nil || n <= 0 {
+		abort(c, codedNotFound("no version "+strconv.Quote(c.Param("n"))))
+		return 0, false
+	}
+	return n, true
+}
+
+func (s *Server) listPageVersions(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	out, err := s.d.Pages.Service.ListVersions(c.Request.Context(), mustCredential(c).TenantID, id)
+	if err != nil {
+		abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) getPageVersion(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	n, ok := versionN(c)
+	if !ok {
+		return
+	}
+	out, err := s.d.Pages.Service.GetVersion(c.Request.Context(), mustCredential(c).TenantID, id, n)
+	if err != nil {
+		abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) restorePageVersion(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	n, ok := versionN(c)
+	if !ok {
+		return
+	}
+	out, err := s.d.Pages.Service.RestoreVersion(c.Request.Context(), mustCredential(c).TenantID, id, n)
+	if err != nil {
+		abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) listBulkJobs(c *gin.Context) {
+	out, err := s.d.Pages.Service.ListBulkJobs(c.Request.Context(), mustCredential(c).TenantID)
+	if err != nil {
+		abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) getBulkJob(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	out, err := s.d.Pages.Service.BulkJob(c.Request.Context(), mustCredential(c).TenantID, id)
+	if err != nil {
+		abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// publicPage serves a published page without credentials; the service renders the body (it
+// counts the read, and keeps the page briefly in memory).
+func (s *Server) publicPage(c *gin.Context) {
+	if s.d.Pages.Service == nil {
+		abort(c, codedNotFound("page not found"))
+		return
+	}
+	body, err := s.d.Pages.Service.PublicPage(c.Request.Context(), c.Param("tenant_slug"), c.Param("page_slug"), c.GetHeader("User-Agent"))
+	if err != nil {
+		abort(c, err)
+		return
+	}
+	c.Data(http.StatusOK, "application/json; charset=utf-8", body)
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/cohort-dev/cohort/api"
+	"github.com/cohort-dev/cohort/internal/page"
+	"github.com/cohort-dev/cohort/workflows"
+)
+
+// pagesAPI builds the /api/ai-pages/ endpoints' dependencies: a page service that starts page
+// generation through tc (workflows.PageJobs) and counts public reads in memory. Its flusher runs
+// until the core closes, which a role does after its HTTP server stopped, so the reads of the
+// last requests are written too.
+func (c *core) pagesAPI(tc client.Client) *api.PagesDeps {
+	svc := c.openPages(&workflows.PageJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue})
+	c.closers = append(c.closers, supervisePageCounts(svc, c.log))
+	return &api.PagesDeps{Service: svc}
+}
+
+// openPages builds a page service over the core's database; gen starts generation (nil in a
+// process that only runs it, the worker: there creates and regenerates answer 503).
+func (c *core) openPages(gen page.Generator) *page.Service {
+	return page.NewService(c.db.Pool, gen, time.Now, c.log, page.Options{})
+}
+
+// supervisePageCounts runs the service's view counter flusher until the returned stop is called;
+// stop waits for its final flush. An error it returns (the final flush failed: the reads counted
+// since the last flush are lost) is logged.
+func supervisePageCounts(svc *page.Service, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := svc.Run(ctx); err != nil {
+			log.Error("page view counter stopped", "error", err)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}

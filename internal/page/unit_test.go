@@ -1,0 +1,99 @@
+package page
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCrawler(t *testing.T) {
+	for _, tc := range []struct {
+		ua, want string
+	}{
+		{"GPTBot/1.1", "GPTBot"},
+		{"Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.1; +https://openai.com/gptbot)", "GPTBot"},
+		{"gptbot", "GPTBot"},
+		{"NotGPTBotX", ""},
+		{"GPTBotX/1.0", ""},
+		{"XGPTBot/1.0", ""},
+		{"Mozilla/5.0 (compatible; ClaudeBot/1.0; +claudebot@anthropic.com)", "ClaudeBot"},
+		{"Claude-User/1.0", "Claude-User"},
+		{"Claude-SearchBot", "Claude-SearchBot"},
+		{"Mozilla/5.0 (compatible; OAI-SearchBot/1.0; +https://openai.com/searchbot)", "OAI-SearchBot"},
+		{"Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko); compatible; ChatGPT-User/1.0; +https://openai.com/bot", "ChatGPT-User"},
+		{"Mozilla/5.0 (compatible; PerplexityBot/1.0; +https://perplexity.ai/perplexitybot)", "PerplexityBot"},
+		{"Perplexity-User/1.0", "Perplexity-User"},
+		{"CCBot/2.0 (https://commoncrawl.org/faq/)", "CCBot"},
+		{"Mozilla/5.0 (Linux; Android 5.0) AppleWebKit/537.36 (KHTML, like Gecko) Mobile Safari/537.36 (compatible; Bytespider; spider-feedback@bytedance.com)", "Bytespider"},
+		{"meta-externalagent/1.1 (+https://developers.facebook.com/docs/sharing/webmasters/crawler)", "meta-externalagent"},
+		{"Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; Amazonbot/0.1; +https://developer.amazon.com/support/amazonbot)", "Amazonbot"},
+		{"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_5) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/13.1.1 Safari/605.1.15 (Applebot/0.1; +http://www.apple.com/go/applebot)", "Applebot"},
+		{"DuckAssistBot/1.0; (+http://duckduckgo.com/duckassistbot.html)", "DuckAssistBot"},
+		{"MistralAI-User/1.0", "MistralAI-User"},
+		{"anthropic-ai", "anthropic-ai"},
+		{"cohere-ai/1.0", "cohere-ai"},
+		{"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36", ""},
+		{"Googlebot/2.1", ""},
+		{"", ""},
+		{strings.Repeat("x", 5000) + " GPTBot", ""}, // only the first KiB is read
+		{"Ünïcödé GPTBot/1.0", "GPTBot"},
+	} {
+		if got := Crawler(tc.ua); got != tc.want {
+			t.Errorf("Crawler(%.80q) = %q, want %q", tc.ua, got, tc.want)
+		}
+	}
+}
+
+func TestDeriveSlug(t *testing.T) {
+	for _, tc := range []struct {
+		text, want string
+	}{
+		{"linen summer dresses under 80 euros", "linen-summer-dresses-under-80-euros"},
+		{"  Linen   Summer -- Dresses!  ", "linen-summer-dresses"},
+		{"Sommerkleider für Strand & Stadt", "sommerkleider-fur-strand-stadt"},
+		{"Crème brûlée Æsthetic ß", "creme-brulee-aesthetic-ss"},
+		{"日本語", "page"},
+		{"!!!", "page"},
+		{"a", "a"},
+		{strings.Repeat("abc ", 40), strings.TrimSuffix(strings.Repeat("abc-", 20), "-")},
+		{strings.Repeat("x", 200), strings.Repeat("x", 80)},
+	} {
+		got := deriveSlug(tc.text)
+		if got != tc.want {
+			t.Errorf("deriveSlug(%q) = %q, want %q", tc.text, got, tc.want)
+		}
+		if msg := checkSlug(got); msg != "" {
+			t.Errorf("deriveSlug(%q) = %q, which is not a valid slug: %s", tc.text, got, msg)
+		}
+	}
+}
+
+func TestUniqueSlug(t *testing.T) {
+	taken := map[string]bool{"dresses": true, "dresses-2": true}
+	if got := uniqueSlug("dresses", taken); got != "dresses-3" {
+		t.Errorf("got %q", got)
+	}
+	if got := uniqueSlug("coats", taken); got != "coats" {
+		t.Errorf("got %q", got)
+	}
+	long := strings.Repeat("y", 80)
+	got := uniqueSlug(long, map[string]bool{long: true})
+	if got != strings.Repeat("y", 78)+"-2" || checkSlug(got) != "" {
+		t.Errorf("got %q", got)
+	}
+	if !strings.HasPrefix(got, slugStem(long)) {
+		t.Errorf("%q does not start with the stem %q", got, slugStem(long))
+	}
+}
+
+func TestCheckSlug(t *testing.T) {
+	for _, s := range []string{"", "A", "a_b", "a--b", "-a", "a-", "a b", "ä", strings.Repeat("a", 81)} {
+		if checkSlug(s) == "" {
+			t.Errorf("checkSlug(%q) accepted it", s)
+		}
+	}
+	for _, s := range []string{"a", "a-b", "summer-2025", strings.Repeat("a", 80)} {
+		if msg := checkSlug(s); msg != "" {
+			t.Errorf("checkSlug(%q): %s", s, msg)
+		}
+	}
+}
