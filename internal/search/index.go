@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cohort-dev/cohort/internal/catalog"
+	"github.com/cohort-dev/cohort/internal/store"
 )
 
 // Index finds the products whose vectors are closest to a query vector.
@@ -455,13 +456,6 @@ func (ix *Embedded) loaded() []*tenantSet {
 	return out
 }
 
-// Reconnect backoff of the listener: doubling from the first to the last, back to the first once
-// a connection served.
-const (
-	listenRetryFirst = 250 * time.Millisecond
-	listenRetryMax   = 30 * time.Second
-)
-
 // Run follows embedding changes until ctx ends: it listens on NotifyChannel (one dedicated
 // connection), applies each notified tenant's changes, polls the loaded tenants' change
 // sequences every PollEvery, drops idle tenants and prunes old change records. It reconnects
@@ -472,85 +466,42 @@ func (ix *Embedded) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { ix.syncLoop(ctx) })
 	defer wg.Wait()
-	wait := listenRetryFirst
-	for {
-		served, err := ix.listen(ctx)
-		ix.live.Store(false)
-		if ctx.Err() != nil {
+	lastEvict, lastPrune := time.Now(), time.Time{}
+	l := &store.Listener{
+		Pool: ix.pool, Channel: NotifyChannel, Every: ix.cfg.PollEvery, Log: ix.log,
+		Down: "product vector index listener stopped; searches read changes themselves until it reconnects",
+		Ready: func(ctx context.Context) error {
+			for _, s := range ix.loaded() {
+				if err := ix.sync(ctx, s); err != nil {
+					return err
+				}
+			}
 			return nil
-		}
-		if served {
-			wait = listenRetryFirst
-		}
-		ix.log.Warn("product vector index listener stopped; searches read changes themselves until it reconnects", "error", err, "retry_in", wait)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, listenRetryMax)
-	}
-}
-
-// listen serves notifications on one connection until it fails or ctx ends; served says whether
-// it got as far as serving.
-func (ix *Embedded) listen(ctx context.Context) (served bool, err error) {
-	conn, err := ix.pool.Acquire(ctx)
-	if err != nil {
-		return false, fmt.Errorf("acquire a connection: %w", err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
-		return false, fmt.Errorf("listen: %w", err)
-	}
-	defer func() {
-		// The connection goes back to the pool: stop listening on it.
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		if _, err := conn.Exec(uctx, "UNLISTEN *"); err != nil {
-			conn.Conn().Close(uctx) //nolint:errcheck // the pool drops a closed connection
-		}
-	}()
-	// Listening now: whatever committed before is read here, whatever commits later is notified.
-	for _, s := range ix.loaded() {
-		if err := ix.sync(ctx, s); err != nil {
-			return false, err
-		}
-	}
-	ix.live.Store(true)
-	lastPoll, lastEvict, lastPrune := time.Now(), time.Now(), time.Time{}
-	for {
-		wctx, cancel := context.WithTimeout(ctx, ix.cfg.PollEvery)
-		n, err := conn.Conn().WaitForNotification(wctx)
-		waited := wctx.Err() != nil // read before cancel
-		cancel()
-		switch {
-		case err == nil:
-			if tenant, perr := strconv.ParseInt(n.Payload, 10, 64); perr == nil {
+		},
+		Notify: func(payload string) {
+			if tenant, err := strconv.ParseInt(payload, 10, 64); err == nil {
 				ix.markDirty(tenant)
 			}
-		case ctx.Err() != nil:
-			return true, nil
-		case !waited:
-			return true, fmt.Errorf("wait for notifications: %w", err)
-		}
-		if time.Since(lastPoll) >= ix.cfg.PollEvery {
+		},
+		Tick: func(ctx context.Context) error {
 			if err := ix.poll(ctx); err != nil {
-				return true, err
+				return err
 			}
-			lastPoll = time.Now()
-		}
-		if time.Since(lastEvict) >= time.Minute {
-			ix.evictIdle()
-			lastEvict = time.Now()
-		}
-		if time.Since(lastPrune) >= ix.cfg.PruneEvery {
-			if err := ix.Prune(ctx); err != nil {
-				ix.log.Warn("prune product embedding changes", "error", err)
+			if time.Since(lastEvict) >= time.Minute {
+				ix.evictIdle()
+				lastEvict = time.Now()
 			}
-			lastPrune = time.Now()
-		}
+			if time.Since(lastPrune) >= ix.cfg.PruneEvery {
+				if err := ix.Prune(ctx); err != nil {
+					ix.log.Warn("prune product embedding changes", "error", err)
+				}
+				lastPrune = time.Now()
+			}
+			return nil
+		},
+		Live: ix.live.Store,
 	}
+	return l.Run(ctx)
 }
 
 func (ix *Embedded) markDirty(tenant int64) {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cohort-dev/cohort/internal/store"
 )
 
 // MembershipCache serves GET /api/segments/membership/ from memory. Every finished compute (and
@@ -127,85 +129,23 @@ func (c *MembershipCache) setLive(live bool) {
 	}
 }
 
-// Reconnect backoff of the listener: doubling from the first to the last, back to the first once
-// a connection served.
-const (
-	listenRetryFirst = 250 * time.Millisecond
-	listenRetryMax   = 30 * time.Second
-)
-
 // Run listens for membership changes until ctx ends, reconnecting after failures with backoff;
 // each failure is logged, and lookups are served from the database until the listener is back.
 // It returns nil when ctx ends.
 func (c *MembershipCache) Run(ctx context.Context) error {
-	wait := listenRetryFirst
-	for {
-		served, err := c.listen(ctx)
-		c.setLive(false)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if served {
-			wait = listenRetryFirst
-		}
-		c.log.Warn("membership cache listener stopped; serving from the database until it reconnects", "error", err, "retry_in", wait)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, listenRetryMax)
-	}
-}
-
-// listen serves notifications on one connection until it fails or ctx ends; served says whether
-// it got as far as serving from memory.
-func (c *MembershipCache) listen(ctx context.Context) (served bool, err error) {
-	conn, err := c.pool.Acquire(ctx)
-	if err != nil {
-		return false, fmt.Errorf("acquire a connection: %w", err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
-		return false, fmt.Errorf("listen: %w", err)
-	}
-	defer func() {
-		// The connection goes back to the pool: stop listening on it.
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		if _, err := conn.Exec(uctx, "UNLISTEN *"); err != nil {
-			conn.Conn().Close(uctx) //nolint:errcheck // the pool drops a closed connection
-		}
-	}()
-	if err := c.poll(ctx); err != nil {
-		return false, err
-	}
-	c.setLive(true)
-	lastPoll := time.Now()
-	for {
-		wctx, cancel := context.WithTimeout(ctx, c.pollEvery)
-		n, err := conn.Conn().WaitForNotification(wctx)
-		// Read before cancel, which would make it look like the poll interval had passed.
-		waited := wctx.Err() != nil
-		cancel()
-		switch {
-		case err == nil:
-			tenant, version, ok := parseNotice(n.Payload)
-			if ok {
+	l := &store.Listener{
+		Pool: c.pool, Channel: NotifyChannel, Every: c.pollEvery, Log: c.log,
+		Down:  "membership cache listener stopped; serving from the database until it reconnects",
+		Ready: c.poll,
+		Notify: func(payload string) {
+			if tenant, version, ok := parseNotice(payload); ok {
 				c.invalidate(tenant, version)
 			}
-		case ctx.Err() != nil:
-			return true, nil
-		case !waited:
-			return true, fmt.Errorf("wait for notifications: %w", err) // the connection failed
-		}
-		if time.Since(lastPoll) >= c.pollEvery {
-			if err := c.poll(ctx); err != nil {
-				return true, err
-			}
-			lastPoll = time.Now()
-		}
+		},
+		Tick: c.poll,
+		Live: c.setLive,
 	}
+	return l.Run(ctx)
 }
 
 func parseNotice(p string) (int64, int64, bool) {
