@@ -12,6 +12,10 @@ import (
 	"github.com/cohort-dev/cohort/internal/errs"
 )
 
+// statusClientClosedRequest is nginx's status for a request whose client went away before the
+// answer: not a server error.
+const statusClientClosedRequest = 499
+
 // ErrorBody is the one error shape of every endpoint.
 type ErrorBody struct {
 	Error ErrorDetail `json:"error"`
@@ -74,6 +78,10 @@ func mapError(err error) (int, ErrorDetail) {
 		return http.StatusNotFound, ErrorDetail{Code: "not_found", Message: "not found"}
 	case errors.Is(err, blob.ErrInvalidKey):
 		return http.StatusNotFound, ErrorDetail{Code: "not_found", Message: "not found"}
+	case errors.Is(err, context.Canceled):
+		// The client went away (or the server is stopping): nobody reads this answer, but the
+		// access log and the metrics must not count it as a server error.
+		return statusClientClosedRequest, ErrorDetail{Code: "client_closed_request", Message: "the client closed the request"}
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, ErrorDetail{Code: "unavailable", Message: "a dependency did not answer in time"}
 	}
