@@ -7,12 +7,15 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/cohort-dev/cohort/internal/page"
+	"github.com/cohort-dev/cohort/internal/pagebuild"
 )
 
 // PagesDeps are the AI landing page endpoints' dependencies. The service starts generation (its
 // page.Generator) and counts public reads (its Run loop is the role's to run).
 type PagesDeps struct {
 	Service *page.Service
+	// Builder runs the page builder agent (POST .../build/, GET .../builds/); nil answers 503.
+	Builder *pagebuild.Service
 }
 
 // maxPageBody caps page and AIQuery bodies: a PATCH of a page's blocks (at most 100) fits.
@@ -39,6 +42,9 @@ func (s *Server) pageRoutes(a *gin.RouterGroup) {
 	g.GET("/pages/:id/versions/", auth, s.listPageVersions)
 	g.GET("/pages/:id/versions/:n/", auth, s.getPageVersion)
 	g.POST("/pages/:id/versions/:n/restore/", auth, s.restorePageVersion)
+	g.POST("/pages/:id/build/", auth, s.buildPage)
+	s.setBodyLimit(http.MethodPost, "/api/ai-pages/pages/:id/build/", maxBuildBody)
+	g.GET("/pages/:id/builds/", auth, s.listPageBuilds)
 
 	g.GET("/jobs/", auth, s.listBulkJobs)
 	g.GET("/jobs/:id/", auth, s.getBulkJob)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -16,8 +17,8 @@ import (
 // products -> embeddings -> semantic search (scores descending, filters, segment restriction) ->
 // AIQuery -> page generated ready with blocks valid against the registry -> published -> a public
 // read counts the view and records GPTBot -> regenerate makes a new version -> restore the old
-// one -> bulk generation with one failing query (its product segment deleted) ends
-// partial_failure with that page's error.
+// one -> the builder agent adds a block over SSE -> bulk generation with one failing query (its
+// product segment deleted) ends partial_failure with that page's error.
 func TestAIPagesEndToEnd(t *testing.T) {
 	s := startDev(t)
 	key := map[string]string{"X-API-Key": s.secret}
@@ -207,6 +208,29 @@ func TestAIPagesEndToEnd(t *testing.T) {
 	b, _ := json.Marshal(restored.Blocks)
 	if string(a) != string(b) {
 		t.Fatalf("restored blocks differ from version 1:\n%s\n%s", a, b)
+	}
+
+	// The builder agent (local provider) edits the page by message over SSE: one version more.
+	req, err := http.NewRequest(http.MethodPost, s.base+pagePath+"build/", strings.NewReader(`{"message":"add a testimonial from Jane about fast shipping"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", auth)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" ||
+		!strings.Contains(string(stream), `"type":"block"`) || !strings.HasSuffix(strings.TrimSpace(string(stream)), `data: {"type":"done"}`) {
+		t.Fatalf("build: %d %s\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), stream)
+	}
+	var built pageBody
+	s.do(t, http.MethodGet, pagePath, auth, nil, nil, &built)
+	if built.Version != restored.Version+1 || built.Blocks[len(built.Blocks)-1].Type != block.Testimonial {
+		t.Fatalf("after the build: version %d, blocks %+v", built.Version, built.Blocks)
 	}
 
 	// Bulk: one query per kind; the boots query's segment is deleted before the job runs.

@@ -174,7 +174,7 @@ func (c *core) newAPI(ctx context.Context, in *ingestion, segs *segments, cat *c
 	d := c.apiDeps(ready, in, c.segmentsAPI(ctx, segs, tc), c.activationsAPI(tc))
 	d.Catalog = c.catalogAPI(cat)
 	d.ProductSegments = c.productSegmentsAPI(cat)
-	d.Pages = c.pagesAPI(tc)
+	d.Pages = c.withBuilder(c.pagesAPI(tc), srch)
 	d.Search = &api.SearchDeps{Service: srch}
 	return api.New(d)
 }

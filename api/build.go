@@ -1,0 +1,126 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/pagebuild"
+)
+
+// buildKeepAlive is how often an idle build stream gets a comment line, so proxies and clients
+// do not close it.
+const buildKeepAlive = 15 * time.Second
+
+// maxBuildBody caps a build request: a message of 4,000 characters, escaped, fits.
+const maxBuildBody = 64 << 10
+
+type buildRequest struct {
+	Message *string `json:"message"`
+}
+
+// buildPage is POST /api/ai-pages/pages/{id}/build/: it checks the request (400, 403, 404, 409
+// as JSON errors), then streams the build's events as text/event-stream, one "data: <JSON>" line
+// and a blank line per event, flushed as each happens, ending with done.
+func (s *Server) buildPage(c *gin.Context) {
+	if s.d.Pages.Builder == nil {
+		abort(c, errs.Coded(errs.ErrUnavailable, "unavailable", "the page builder is not configured in this process"))
+		return
+	}
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	var in buildRequest
+	if err := bindStrictJSON(c, &in); err != nil {
+		abort(c, err)
+		return
+	}
+	if in.Message == nil {
+		abort(c, errs.Invalid("message", "is required"))
+		return
+	}
+	ctx := c.Request.Context()
+	run, err := s.d.Pages.Builder.Begin(ctx, mustCredential(c).TenantID, id, *in.Message)
+	if err != nil {
+		abort(c, err)
+		return
+	}
+
+	h := c.Writer.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	c.Status(http.StatusOK)
+	c.Writer.WriteHeaderNow()
+	c.Writer.Flush()
+
+	var mu sync.Mutex
+	last := time.Now()
+	write := func(b []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, err := c.Writer.Write(b); err != nil {
+			return err
+		}
+		c.Writer.Flush()
+		last = time.Now()
+		return nil
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(buildKeepAlive / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				mu.Lock()
+				idle := time.Since(last) >= buildKeepAlive
+				mu.Unlock()
+				if idle {
+					_ = write([]byte(": keep-alive\n\n")) // a failed write means the client left; the build sees its context end
+				}
+			}
+		}
+	}()
+	run.Execute(ctx, func(e pagebuild.Event) error {
+		raw, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, 0, len(raw)+8)
+		buf = append(buf, "data: "...)
+		buf = append(buf, raw...)
+		buf = append(buf, '\n', '\n')
+		return write(buf)
+	})
+	close(stop)
+	wg.Wait()
+}
+
+// listPageBuilds is GET /api/ai-pages/pages/{id}/builds/: the page's builds, newest first.
+func (s *Server) listPageBuilds(c *gin.Context) {
+	if s.d.Pages.Builder == nil {
+		abort(c, errs.Coded(errs.ErrUnavailable, "unavailable", "the page builder is not configured in this process"))
+		return
+	}
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	out, err := s.d.Pages.Builder.List(c.Request.Context(), mustCredential(c).TenantID, id)
+	if err != nil {
+		abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, out)
+}
