@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -70,7 +71,7 @@ type buildEnv struct {
 	builder *pagebuild.Service
 }
 
-func buildServer(t *testing.T, provider ai.Provider) *buildEnv {
+func buildServer(t testing.TB, provider ai.Provider) *buildEnv {
 	t.Helper()
 	f := newFixture(t)
 	gen := &fakePageGenerator{}
@@ -81,7 +82,7 @@ func buildServer(t *testing.T, provider ai.Provider) *buildEnv {
 }
 
 // builtPage is a page of tenant c with a hero, a text section and a product grid.
-func (e *buildEnv) builtPage(t *testing.T, c tenantCreds, slug string) page.Page {
+func (e *buildEnv) builtPage(t testing.TB, c tenantCreds, slug string) page.Page {
 	t.Helper()
 	q := e.query(t, c, `{"text":"linen shirts `+slug+`"}`)
 	p := e.page(t, c, fmt.Sprintf(`{"query":%d,"slug":%q}`, q.ID, slug))
@@ -410,4 +411,75 @@ func FuzzBuildBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkBuildHTTP measures what a client of the build endpoint sees with the local provider,
+// through the real router over loopback HTTP: the time from sending the request to the first
+// event (first_event_p95_ms) and to the final done of a 5-operation build (build5_p95_ms), over
+// 100 builds per iteration, each on a fresh page of three blocks.
+func BenchmarkBuildHTTP(b *testing.B) {
+	local, err := ai.NewLocal(ai.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := buildServer(b, local)
+	const builds = 100
+	// Five operations: add, add, move, update, remove.
+	body := `{"message":"add a testimonial from Jane about fast shipping, then add a text section about our returns policy, then move the product grid to the top, then change the headline to Summer sale, then remove the testimonial"}`
+	var first, total []time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		pages := make([]page.Page, builds)
+		for j := range pages {
+			pages[j] = e.builtPage(b, e.f.A, fmt.Sprintf("bench-%d-%d", i, j))
+		}
+		b.StartTimer()
+		for _, p := range pages {
+			req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/api/ai-pages/pages/%d/build/", e.ts.URL, p.ID), strings.NewReader(body))
+			if err != nil {
+				b.Fatal(err)
+			}
+			req.Header = bearer(e.f.A)
+			req.Header.Set("Content-Type", "application/json")
+			start := time.Now()
+			resp, err := e.ts.Client().Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rd := bufio.NewReader(resp.Body)
+			var sawFirst bool
+			var blocks int
+			for {
+				line, err := rd.ReadString('\n')
+				if err != nil {
+					b.Fatalf("stream ended without done: %v", err)
+				}
+				if !strings.HasPrefix(line, "data: ") {
+					continue
+				}
+				if !sawFirst {
+					first = append(first, time.Since(start))
+					sawFirst = true
+				}
+				if strings.Contains(line, `"type":"block"`) {
+					blocks++
+				}
+				if strings.Contains(line, `"type":"done"`) {
+					total = append(total, time.Since(start))
+					break
+				}
+			}
+			_ = resp.Body.Close()
+			if blocks < 4 { // add, add, move, update (the removal is a text event)
+				b.Fatalf("page %d: %d block events, want 4", p.ID, blocks)
+			}
+		}
+	}
+	b.ReportMetric(p95ms(first), "first_event_p95_ms")
+	b.ReportMetric(p95ms(total), "build5_p95_ms")
+}
+
+func p95ms(ds []time.Duration) float64 {
+	slices.Sort(ds)
+	return float64(ds[(len(ds)*95)/100]) / float64(time.Millisecond)
 }

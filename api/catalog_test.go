@@ -29,7 +29,7 @@ func xAPIKey(c tenantCreds) http.Header { return hdr("X-API-Key", c.SK) }
 func bearer(c tenantCreds) http.Header  { return hdr("Authorization", "Bearer "+c.Bearer) }
 
 // jsonCall sends a JSON body (none when body is "").
-func jsonCall(t *testing.T, ts *httptest.Server, method, target string, h http.Header, body string) result {
+func jsonCall(t testing.TB, ts *httptest.Server, method, target string, h http.Header, body string) result {
 	t.Helper()
 	hh := h.Clone()
 	var rd *strings.Reader
@@ -44,7 +44,7 @@ func jsonCall(t *testing.T, ts *httptest.Server, method, target string, h http.H
 }
 
 // ok asserts the status and decodes the body into out (when not nil).
-func ok(t *testing.T, r result, status int, out any) {
+func ok(t testing.TB, r result, status int, out any) {
 	t.Helper()
 	if r.Status != status {
 		t.Fatalf("status %d, want %d; body %s", r.Status, status, r.Body)

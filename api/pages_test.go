@@ -65,14 +65,14 @@ func pagesServer(t *testing.T, opts page.Options) *pagesEnv {
 	return &pagesEnv{f: f, ts: ts, svc: svc, gen: gen}
 }
 
-func (e *pagesEnv) query(t *testing.T, c tenantCreds, body string) page.AIQuery {
+func (e *pagesEnv) query(t testing.TB, c tenantCreds, body string) page.AIQuery {
 	t.Helper()
 	var q page.AIQuery
 	ok(t, jsonCall(t, e.ts, http.MethodPost, "/api/ai-pages/queries/", bearer(c), body), http.StatusCreated, &q)
 	return q
 }
 
-func (e *pagesEnv) page(t *testing.T, c tenantCreds, body string) page.Page {
+func (e *pagesEnv) page(t testing.TB, c tenantCreds, body string) page.Page {
 	t.Helper()
 	var p page.Page
 	ok(t, jsonCall(t, e.ts, http.MethodPost, "/api/ai-pages/pages/", bearer(c), body), http.StatusCreated, &p)
