@@ -12,8 +12,8 @@ import (
 	"github.com/cohort-dev/cohort/internal/pagebuild"
 )
 
-// buildKeepAlive is how often an idle build stream gets a comment line, so proxies and clients
-// do not close it.
+// buildKeepAlive is how long a build stream may stay idle before it gets a comment line, so
+// proxies and clients do not close it (PagesDeps.BuildKeepAlive overrides it).
 const buildKeepAlive = 15 * time.Second
 
 // maxBuildBody caps a build request: a message of 4,000 characters, escaped, fits.
@@ -71,12 +71,16 @@ func (s *Server) buildPage(c *gin.Context) {
 		last = time.Now()
 		return nil
 	}
+	every := s.d.Pages.BuildKeepAlive
+	if every <= 0 {
+		every = buildKeepAlive
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(buildKeepAlive / 3)
+		t := time.NewTicker(every / 3)
 		defer t.Stop()
 		for {
 			select {
@@ -84,7 +88,7 @@ func (s *Server) buildPage(c *gin.Context) {
 				return
 			case <-t.C:
 				mu.Lock()
-				idle := time.Since(last) >= buildKeepAlive
+				idle := time.Since(last) >= every
 				mu.Unlock()
 				if idle {
 					_ = write([]byte(": keep-alive\n\n")) // a failed write means the client left; the build sees its context end

@@ -483,3 +483,52 @@ func p95ms(ds []time.Duration) float64 {
 	slices.Sort(ds)
 	return float64(ds[(len(ds)*95)/100]) / float64(time.Millisecond)
 }
+
+// TestBuildKeepAlive: while the model is silent, the stream gets comment lines (here every 50 ms
+// instead of 15 s), which clients skip, and the build goes on after them.
+func TestBuildKeepAlive(t *testing.T) {
+	m := newGatedModel(ai.ChatResponse{Content: "Nothing to change."})
+	f := newFixture(t)
+	svc := page.NewService(f.db.Pool, &fakePageGenerator{}, time.Now, nil, page.Options{PublicCacheTTL: -1})
+	b := pagebuild.NewService(f.db.Pool, svc, nil, m, time.Now, nil, pagebuild.Options{})
+	ts := serve(t, f.newServer(t, func(d *Deps) {
+		d.Pages = &PagesDeps{Service: svc, Builder: b, BuildKeepAlive: 50 * time.Millisecond}
+	}))
+	e := &buildEnv{pagesEnv: &pagesEnv{f: f, ts: ts, svc: svc}, builder: b}
+	p := e.builtPage(t, f.A, "quiet")
+	s := openBuild(t, context.Background(), e, f.A, p.ID, `{"message":"anything to change?"}`)
+	if ev := s.next(t); ev.Type != pagebuild.EventThinking {
+		t.Fatalf("first event %+v", ev)
+	}
+	// The model is held: only keep-alive comments may arrive now.
+	deadline := time.Now().Add(5 * time.Second)
+	comments := 0
+	for comments < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d keep-alive comments within 5s of silence", comments)
+		}
+		line, err := s.rd.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case line == ": keep-alive\n":
+			comments++
+		case line == "\n":
+		default:
+			t.Fatalf("unexpected line while the model is silent: %q", line)
+		}
+	}
+	m.open(0)
+	var rest []string
+	for {
+		ev := s.next(t)
+		rest = append(rest, ev.Type)
+		if ev.Type == pagebuild.EventDone {
+			break
+		}
+	}
+	if rest[0] != pagebuild.EventText {
+		t.Fatalf("after the keep-alives: %v", rest)
+	}
+}

@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -16,6 +17,9 @@ type PagesDeps struct {
 	Service *page.Service
 	// Builder runs the page builder agent (POST .../build/, GET .../builds/); nil answers 503.
 	Builder *pagebuild.Service
+	// BuildKeepAlive is how long a build stream may stay silent before it gets a comment line
+	// (default 15 s).
+	BuildKeepAlive time.Duration
 }
 
 // maxPageBody caps page and AIQuery bodies: a PATCH of a page's blocks (at most 100) fits.
