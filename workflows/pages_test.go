@@ -410,27 +410,24 @@ func TestPageBulkGenerateWorkflow(t *testing.T) {
 		script     pageScript
 		wantResult PageBulkGenerateResult
 		wantErrs   map[int64]string
-		wantMax    int
+		wantMax    int // pages in flight at once, when the script's delays make it certain
 	}{
 		{
 			name:       "every page ready",
 			script:     pageScript{pending: [][]int64{{1, 2, 3}}},
 			wantResult: PageBulkGenerateResult{Status: page.JobComplete, Total: 3, Completed: 3},
-			wantMax:    3,
 		},
 		{
 			name:       "one failing page does not stop the others",
 			script:     pageScript{pending: [][]int64{{1, 2, 3}}, byPage: map[int64]map[string]error{2: {"search": segmentGone}}},
 			wantResult: PageBulkGenerateResult{Status: page.JobPartialFailure, Total: 3, Completed: 2, Failed: 1},
 			wantErrs:   map[int64]string{2: "product segment 9 of the AIQuery no longer exists"},
-			wantMax:    3,
 		},
 		{
 			name:       "a deleted page is recorded failed",
 			script:     pageScript{pending: [][]int64{{1, 2}}, byPage: map[int64]map[string]error{2: {"load": pageGone}}},
 			wantResult: PageBulkGenerateResult{Status: page.JobPartialFailure, Total: 2, Completed: 1, Failed: 1},
 			wantErrs:   map[int64]string{2: "the page was deleted"},
-			wantMax:    2,
 		},
 		{
 			name:       "bounded concurrency",
@@ -456,8 +453,10 @@ func TestPageBulkGenerateWorkflow(t *testing.T) {
 			if rec.started != 1 || rec.jobsDone != 1 {
 				t.Errorf("job started %d and finished %d times, want once each", rec.started, rec.jobsDone)
 			}
-			if rec.maxInFlight != c.wantMax {
-				t.Errorf("at most %d pages at once, want %d", rec.maxInFlight, c.wantMax)
+			// How many pages overlap without delays depends on the test server's scheduling: only
+			// the bound is certain there; with delays every slot fills.
+			if rec.maxInFlight > BulkConcurrency || (c.wantMax > 0 && rec.maxInFlight != c.wantMax) {
+				t.Errorf("at most %d pages at once, want %d (never more than %d)", rec.maxInFlight, c.wantMax, BulkConcurrency)
 			}
 			got := map[int64]string{}
 			for _, f := range rec.finished {
