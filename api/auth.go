@@ -48,6 +48,7 @@ func (s *Server) require(p policy) gin.HandlerFunc {
 			abort(c, err)
 			return
 		}
+		c.Set(ctxPresented, cred)
 		for _, k := range p.kinds {
 			if cred.Kind == k {
 				c.Set(ctxCred, cred)

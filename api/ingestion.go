@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -33,7 +34,7 @@ type IngestionDeps struct {
 func (s *Server) ingestionRoutes(a *gin.RouterGroup) {
 	in := a.Group("/ingestion")
 	in.POST("/track/", s.require(policyIngest), s.track)
-	in.POST("/track/batch/", s.require(policyIngest), s.trackBatch)
+	in.POST("/track/batch/", s.requireOrBeacon(policyIngest), s.trackBatch)
 	s.setBodyLimit(http.MethodPost, "/api/ingestion/track/batch/", ingest.MaxBatchBytes)
 	in.POST("/shopify/:tenant_slug/", s.shopifyWebhook)
 	s.setBodyLimit(http.MethodPost, "/api/ingestion/shopify/:tenant_slug/", 5<<20)
@@ -104,10 +105,24 @@ func (s *Server) track(c *gin.Context) {
 	c.JSON(http.StatusAccepted, gin.H{"queued": true})
 }
 
-// trackBatch: POST /api/ingestion/track/batch/ -> 202 {queued, skipped, errors}.
+// trackBatch: POST /api/ingestion/track/batch/ -> 202 {queued, skipped, errors}. A request without
+// an Authorization header (navigator.sendBeacon cannot set one) authenticates with the
+// session_token field of its body; with a header, the header's credential is the one used.
 func (s *Server) trackBatch(c *gin.Context) {
 	var res ingest.BatchResult
 	err := readBody(c, ingest.MaxBatchBytes, func(body []byte) error {
+		token, found := takeLeadingSessionToken(body)
+		if _, ok := credential(c); !ok {
+			if !found {
+				var ok bool
+				if token, found, ok = sessionTokenOf(body); !ok || !found {
+					return errNoBeaconCredentials
+				}
+			}
+			if err := s.beaconCredential(c, token); err != nil {
+				return err
+			}
+		}
 		var err error
 		res, err = s.d.Ingest.Service.TrackBatch(c.Request.Context(), caller(c), body)
 		return err
@@ -199,4 +214,118 @@ func (s *Server) shopifyWebhook(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"queued": n})
+}
+
+// beaconTokenField is the batch body's field that carries a session token for beacon requests.
+const beaconTokenField = "session_token"
+
+var errNoBeaconCredentials = errs.Coded(errs.ErrUnauthenticated, "unauthenticated",
+	"no credentials: send Authorization: ApiKey <key> or Bearer <token>, or a session token in the body's %s field", beaconTokenField)
+
+// requireOrBeacon is require(p), except that a request without an Authorization header goes on to
+// the handler, which authenticates the session token of its body (trackBatch).
+func (s *Server) requireOrBeacon(p policy) gin.HandlerFunc {
+	req := s.require(p)
+	return func(c *gin.Context) {
+		if strings.TrimSpace(c.GetHeader("Authorization")) == "" {
+			c.Next()
+			return
+		}
+		req(c)
+	}
+}
+
+// beaconCredential authenticates a body's session token with the same authenticator as the
+// Authorization header. Only session tokens are accepted there: an API key in a body is refused
+// without being looked up (a secret key in page source is exposed to every visitor).
+func (s *Server) beaconCredential(c *gin.Context, token string) error {
+	token = strings.TrimSpace(token)
+	switch {
+	case token == "":
+		return errs.Coded(errs.ErrUnauthenticated, "unauthenticated", "%s is empty: send a session token from POST /api/auth/session/", beaconTokenField)
+	case strings.HasPrefix(token, "sk_"), strings.HasPrefix(token, "pk_"):
+		if strings.HasPrefix(token, "sk_") {
+			c.Set(ctxSecretInBody, true)
+		}
+		return errs.Coded(errs.ErrUnauthenticated, "unauthenticated",
+			"%s accepts a session token from POST /api/auth/session/, not an API key; never put a secret key in a web page", beaconTokenField)
+	}
+	cred, err := s.d.Auth.Authenticate(c.Request.Context(), "Bearer "+token, "", false)
+	if err != nil {
+		return err
+	}
+	c.Set(ctxPresented, cred)
+	if cred.Kind != auth.KindSession {
+		return errs.Coded(errs.ErrUnauthenticated, "unauthenticated", "%s accepts a session token from POST /api/auth/session/, not a %s", beaconTokenField, cred.Kind)
+	}
+	c.Set(ctxCred, cred)
+	return nil
+}
+
+// takeLeadingSessionToken reads a session_token that is the body's first field, as in
+// {"session_token": "...", "events": [...]} (the layout the client library sends), and blanks it
+// out with spaces in place: what is left is the plain batch body that DecodeBatch's fast path
+// splits without a second decode. found is false for any other layout (the field elsewhere, an
+// escaped or non-string value), which sessionTokenOf then reads.
+func takeLeadingSessionToken(body []byte) (token string, found bool) {
+	const key = `"` + beaconTokenField + `"`
+	i := skipJSONSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return "", false
+	}
+	start := skipJSONSpace(body, i+1)
+	if !bytes.HasPrefix(body[start:], []byte(key)) {
+		return "", false
+	}
+	i = skipJSONSpace(body, start+len(key))
+	if i >= len(body) || body[i] != ':' {
+		return "", false
+	}
+	i = skipJSONSpace(body, i+1)
+	if i >= len(body) || body[i] != '"' {
+		return "", false
+	}
+	end := i + 1
+	for end < len(body) && body[end] != '"' && body[end] != '\\' && body[end] >= 0x20 {
+		end++
+	}
+	if end >= len(body) || body[end] != '"' {
+		return "", false
+	}
+	token = string(body[i+1 : end])
+	stop := skipJSONSpace(body, end+1)
+	switch {
+	case stop >= len(body):
+		return "", false
+	case body[stop] == ',':
+		stop++
+	case body[stop] != '}':
+		return "", false
+	}
+	for j := start; j < stop; j++ {
+		body[j] = ' '
+	}
+	return token, true
+}
+
+// sessionTokenOf reads the body's session_token with encoding/json, wherever it is. ok is false
+// when the body is not a JSON object or the field is not a string.
+func sessionTokenOf(body []byte) (token string, found, ok bool) {
+	var in struct {
+		SessionToken *string `json:"session_token"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return "", false, false
+	}
+	if in.SessionToken == nil {
+		return "", false, true
+	}
+	return *in.SessionToken, true, true
+}
+
+func skipJSONSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }

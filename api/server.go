@@ -52,6 +52,8 @@ type Deps struct {
 	Pages *PagesDeps
 	// Search serves GET /api/ai-pages/query; its route is registered only when set.
 	Search *SearchDeps
+	// Origins gives a tenant's allowed browser origins (CORS, cors.go); nil: any origin.
+	Origins OriginStore
 	// Registry collects Prometheus metrics; a new one when nil.
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
@@ -64,6 +66,7 @@ type Server struct {
 	engine     *gin.Engine
 	bodyLimits map[string]int64 // "METHOD /route/template" -> bytes, beyond the default
 	metrics    *httpMetrics
+	origins    originCache
 }
 
 // New builds the router with every route registered.
@@ -88,6 +91,9 @@ func New(d Deps) *Server {
 	s := &Server{d: d, engine: e, bodyLimits: map[string]int64{}, metrics: newHTTPMetrics(d.Registry)}
 	// observe wraps recover so a panic still counts as a 500 in metrics and the access log.
 	e.Use(s.requestID, s.observe, s.recover, s.limitBody)
+	// CORS for the browser-callable endpoints only (cors.go); a global middleware so that it also
+	// answers preflights, which gin routes to NoMethod/NoRoute.
+	e.Use(s.cors)
 	e.NoRoute(func(c *gin.Context) {
 		abort(c, codedNotFound("no route "+c.Request.Method+" "+c.Request.URL.Path))
 	})
@@ -120,6 +126,7 @@ func (s *Server) routes() {
 	a.GET("/blobs/*key", s.downloadBlob)
 	if s.d.Ingest != nil {
 		s.ingestionRoutes(a)
+		s.segmentAPIRoutes(e)
 	}
 	if s.d.Segments != nil {
 		s.segmentRoutes(a)

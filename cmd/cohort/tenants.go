@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/config"
@@ -33,6 +34,9 @@ const tenantsUsage = `usage: cohort tenants <command> [flags]
   set --slug S --require-signed-user-id=true|false
                                           require pk_ session handshakes to carry a signed user_id
   set --slug S --page-limit N             how many AI landing pages the tenant may hold (default 1000)
+  set --slug S --allowed-origins https://a.example,https://b.example
+                                          browser origins whose pages may read answers to pk_/session
+                                          requests (CORS); --allowed-origins '' allows any origin (default)
 
 --tenant S is the same as --slug S. Revoked keys and tokens are refused by every server within 30 s.
 
@@ -56,6 +60,7 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 	keyID := fs.String("key-id", "", "key id to revoke")
 	requireSig := fs.String("require-signed-user-id", "", "true or false")
 	pageLimit := fs.Int("page-limit", -1, "AI landing pages the tenant may hold")
+	allowedOrigins := fs.String("allowed-origins", "", "comma-separated browser origins; empty: any")
 	if err := fs.Parse(rest); err != nil {
 		return fmt.Errorf("%w: %v\n%s", errUsage, err, tenantsUsage)
 	}
@@ -135,8 +140,9 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 		return out.Encode(map[string]any{"slug": *slug, "keys": keys})
 	case "set":
 		setPageLimit := pageLimitSet(fs)
-		if *requireSig == "" && !setPageLimit {
-			return fmt.Errorf("%w: --require-signed-user-id=true|false or --page-limit N is required", errUsage)
+		setOrigins := flagSet(fs, "allowed-origins")
+		if *requireSig == "" && !setPageLimit && !setOrigins {
+			return fmt.Errorf("%w: --require-signed-user-id=true|false, --page-limit N or --allowed-origins O,... is required", errUsage)
 		}
 		if *requireSig != "" && *requireSig != "true" && *requireSig != "false" {
 			return fmt.Errorf("%w: --require-signed-user-id must be true or false", errUsage)
@@ -156,6 +162,19 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 				return err
 			}
 			res["page_limit"] = *pageLimit
+		}
+		if setOrigins {
+			var list []string
+			for _, o := range strings.Split(*allowedOrigins, ",") {
+				if o = strings.TrimSpace(o); o != "" {
+					list = append(list, o)
+				}
+			}
+			norm, err := c.tenants.SetAllowedOrigins(ctx, *slug, list)
+			if err != nil {
+				return err
+			}
+			res["allowed_origins"] = norm
 		}
 		return out.Encode(res)
 	}
@@ -221,6 +240,13 @@ func absPath(p string) string {
 		return a
 	}
 	return p
+}
+
+// flagSet reports whether the flag name was given.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // pageLimitSet reports whether --page-limit was given.

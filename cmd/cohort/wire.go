@@ -160,6 +160,7 @@ func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsD
 		Activations:  act,
 		Logger:       c.log,
 		Auth:         c.auth,
+		Origins:      c.tenants,
 		LocalBlob:    c.localBlob,
 		Ready:        append([]api.ReadyCheck{{Name: "postgres", Check: c.db.Ping}}, ready...),
 		MaxBodyBytes: c.cfg.MaxBodyBytes,

@@ -4,6 +4,7 @@ package tenant
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"regexp"
@@ -298,6 +299,96 @@ func (s *Service) SetRequireSignedUserID(ctx context.Context, slug string, on bo
 		return fmt.Errorf("tenant %q: %w", slug, errs.ErrNotFound)
 	}
 	return nil
+}
+
+// MaxAllowedOrigins is how many origins a tenant may list.
+const MaxAllowedOrigins = 50
+
+// NormalizeOrigin checks a browser origin as a tenant lists it, scheme://host[:port] with http or
+// https and nothing after, and returns it as browsers send it in the Origin header (lowercase, no
+// default port, no trailing slash).
+func NormalizeOrigin(raw string) (string, error) {
+	o := strings.ToLower(strings.TrimSuffix(strings.TrimSpace(raw), "/"))
+	scheme, hostport, ok := strings.Cut(o, "://")
+	if !ok || (scheme != "http" && scheme != "https") {
+		return "", fmt.Errorf("origin %q: want http://host or https://host", raw)
+	}
+	if hostport == "" || strings.ContainsAny(hostport, "/?#@ \t*,") {
+		return "", fmt.Errorf("origin %q: want scheme://host[:port] with nothing after", raw)
+	}
+	host, port, hasPort := strings.Cut(hostport, ":")
+	if strings.HasPrefix(hostport, "[") { // IPv6 literal
+		end := strings.Index(hostport, "]")
+		if end < 0 {
+			return "", fmt.Errorf("origin %q: unterminated IPv6 address", raw)
+		}
+		host, port = hostport[:end+1], strings.TrimPrefix(hostport[end+1:], ":")
+		hasPort = len(hostport) > end+1
+		if hasPort && hostport[end+1] != ':' {
+			return "", fmt.Errorf("origin %q: want scheme://host[:port]", raw)
+		}
+	}
+	if host == "" {
+		return "", fmt.Errorf("origin %q: no host", raw)
+	}
+	if hasPort {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("origin %q: bad port", raw)
+		}
+		if (scheme == "http" && n == 80) || (scheme == "https" && n == 443) {
+			return scheme + "://" + host, nil
+		}
+		return scheme + "://" + host + ":" + strconv.Itoa(n), nil
+	}
+	return scheme + "://" + host, nil
+}
+
+// SetAllowedOrigins sets the browser origins whose pages may read the answers to requests made with
+// the tenant's public key or session tokens; none means any origin. Each is checked and normalized
+// (NormalizeOrigin); duplicates are dropped.
+func (s *Service) SetAllowedOrigins(ctx context.Context, slug string, origins []string) ([]string, error) {
+	norm := make([]string, 0, len(origins))
+	seen := map[string]bool{}
+	for _, o := range origins {
+		n, err := NormalizeOrigin(o)
+		if err != nil {
+			return nil, errs.Invalid("allowed_origins", err.Error())
+		}
+		if !seen[n] {
+			seen[n] = true
+			norm = append(norm, n)
+		}
+	}
+	if len(norm) > MaxAllowedOrigins {
+		return nil, errs.Invalid("allowed_origins", fmt.Sprintf("at most %d origins", MaxAllowedOrigins))
+	}
+	// Normalized origins hold no spaces: the list travels as one space-separated string.
+	res := s.db.WithContext(ctx).Exec(`UPDATE tenants SET allowed_origins = string_to_array(?, ' '), updated_at = ? WHERE slug = ?`,
+		strings.Join(norm, " "), s.now(), slug)
+	if res.Error != nil {
+		return nil, fmt.Errorf("update tenant: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return nil, fmt.Errorf("tenant %q: %w", slug, errs.ErrNotFound)
+	}
+	return norm, nil
+}
+
+// AllowedOrigins gives the tenant's allowed browser origins (SetAllowedOrigins); empty means any.
+func (s *Service) AllowedOrigins(ctx context.Context, tenantID int64) ([]string, error) {
+	var joined *string
+	err := s.db.WithContext(ctx).Raw(`SELECT array_to_string(allowed_origins, ' ') FROM tenants WHERE id = ?`, tenantID).Row().Scan(&joined)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("tenant %d: %w", tenantID, errs.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read allowed origins: %w", err)
+	}
+	if joined == nil || *joined == "" {
+		return nil, nil
+	}
+	return strings.Fields(*joined), nil
 }
 
 // LookupKey implements auth.KeyStore.
