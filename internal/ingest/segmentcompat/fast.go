@@ -3,130 +3,61 @@ package segmentcompat
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/cohort-dev/cohort/internal/ingest/wire"
 )
 
 // The fast path reads the layout SDKs send in place, without encoding/json's reflection and its
 // second scan, and checks as it goes that the text is valid JSON: the structure it walks itself,
-// strings through decodeString, every value it does not decode (properties, traits, context ...)
+// strings through wire.DecodeString, every value it does not decode (properties, traits, context ...)
 // with json.Valid. Anything it is not sure to read as json.Unmarshal would (a key that differs from
 // a known one only in case, a null or a value of another type in a known field, a repeated batch)
 // makes it give up, and encoding/json decides.
-
-func skipSpace(p []byte, i int) int {
-	for i < len(p) && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string starting at p[i] == '"', or -1.
-func skipString(p []byte, i int) int {
-	for i++; i < len(p); i++ {
-		switch p[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return -1
-}
-
-// skipValue returns the index after the JSON value starting at p[i], or -1. It does not validate
-// what it skips.
-func skipValue(p []byte, i int) int {
-	if i >= len(p) {
-		return -1
-	}
-	switch p[i] {
-	case '"':
-		return skipString(p, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(p); i++ {
-			switch p[i] {
-			case '"':
-				i = skipString(p, i)
-				if i < 0 {
-					return -1
-				}
-				i--
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return -1
-	}
-	for i < len(p) && p[i] != ',' && p[i] != '}' && p[i] != ']' && p[i] != ' ' && p[i] != '\t' && p[i] != '\n' && p[i] != '\r' {
-		i++
-	}
-	return i
-}
-
-// decodeString decodes a JSON string token: plain ASCII as it is, anything else by encoding/json.
-func decodeString(tok []byte) (string, bool) {
-	body := tok[1 : len(tok)-1]
-	for _, c := range body {
-		if c < 0x20 || c >= 0x80 || c == '\\' || c == '"' {
-			var out string
-			if json.Unmarshal(tok, &out) != nil {
-				return "", false
-			}
-			return out, true
-		}
-	}
-	return string(body), true
-}
 
 // eachMember calls fn for each member of the object p (nothing but space after it) with its
 // decoded key and its value's bytes, unvalidated; fn returns false to give up. It returns false
 // when p is not such an object or fn gave up.
 func eachMember(p []byte, fn func(key string, val []byte) bool) bool {
-	i := skipSpace(p, 0)
+	i := wire.SkipSpace(p, 0)
 	if i >= len(p) || p[i] != '{' {
 		return false
 	}
-	i = skipSpace(p, i+1)
+	i = wire.SkipSpace(p, i+1)
 	if i < len(p) && p[i] == '}' {
-		return skipSpace(p, i+1) == len(p)
+		return wire.SkipSpace(p, i+1) == len(p)
 	}
 	for {
 		if i >= len(p) || p[i] != '"' {
 			return false
 		}
-		end := skipString(p, i)
+		end := wire.SkipString(p, i)
 		if end < 0 {
 			return false
 		}
-		key, ok := decodeString(p[i:end])
+		key, ok := wire.DecodeString(p[i:end])
 		if !ok {
 			return false
 		}
-		i = skipSpace(p, end)
+		i = wire.SkipSpace(p, end)
 		if i >= len(p) || p[i] != ':' {
 			return false
 		}
-		i = skipSpace(p, i+1)
-		end = skipValue(p, i)
+		i = wire.SkipSpace(p, i+1)
+		end = wire.SkipValue(p, i)
 		if end <= i || !fn(key, p[i:end:end]) {
 			return false
 		}
-		i = skipSpace(p, end)
+		i = wire.SkipSpace(p, end)
 		if i >= len(p) {
 			return false
 		}
 		if p[i] == '}' {
-			return skipSpace(p, i+1) == len(p)
+			return wire.SkipSpace(p, i+1) == len(p)
 		}
 		if p[i] != ',' {
 			return false
 		}
-		i = skipSpace(p, i+1)
+		i = wire.SkipSpace(p, i+1)
 	}
 }
 
@@ -171,7 +102,7 @@ func decodeMessageFast(raw []byte, m *Message) bool {
 			var id ID
 			switch {
 			case val[0] == '"':
-				s, ok := decodeString(val)
+				s, ok := wire.DecodeString(val)
 				if !ok {
 					return false
 				}
@@ -191,7 +122,7 @@ func decodeMessageFast(raw []byte, m *Message) bool {
 		if val[0] != '"' {
 			return false
 		}
-		s, ok := decodeString(val)
+		s, ok := wire.DecodeString(val)
 		if !ok {
 			return false
 		}
@@ -232,7 +163,7 @@ func splitBatchFast(body []byte, in *batchBody) bool {
 			if val[0] != '"' {
 				return false
 			}
-			s, ok := decodeString(val)
+			s, ok := wire.DecodeString(val)
 			if !ok {
 				return false
 			}
@@ -244,18 +175,18 @@ func splitBatchFast(body []byte, in *batchBody) bool {
 			return false
 		}
 		msgs := make([]json.RawMessage, 0, 64)
-		i := skipSpace(val, 1)
+		i := wire.SkipSpace(val, 1)
 		if i < len(val) && val[i] == ']' {
 			in.Batch = msgs
 			return i+1 == len(val)
 		}
 		for {
-			end := skipValue(val, i)
+			end := wire.SkipValue(val, i)
 			if end <= i {
 				return false
 			}
 			msgs = append(msgs, json.RawMessage(val[i:end:end]))
-			i = skipSpace(val, end)
+			i = wire.SkipSpace(val, end)
 			if i >= len(val) {
 				return false
 			}
@@ -266,7 +197,7 @@ func splitBatchFast(body []byte, in *batchBody) bool {
 			if val[i] != ',' {
 				return false
 			}
-			i = skipSpace(val, i+1)
+			i = wire.SkipSpace(val, i+1)
 		}
 	})
 }

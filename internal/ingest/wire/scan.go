@@ -104,3 +104,20 @@ func decodeKey(raw []byte) (string, bool) {
 	}
 	return string(raw[1 : len(raw)-1]), true
 }
+
+// SkipSpace, SkipString, SkipValue and DecodeString are the scanner's primitives for the other
+// readers of JSON on the ingestion path (the Segment-compatible API's fast path), so that the
+// scanner stays in one place.
+
+// SkipSpace returns the index of the first non-space byte at or after i.
+func SkipSpace(p []byte, i int) int { return skipSpace(p, i) }
+
+// SkipString returns the index after the string starting at p[i] == '"', or -1.
+func SkipString(p []byte, i int) int { return skipString(p, i) }
+
+// SkipValue returns the index after the JSON value starting at p[i], or -1; it does not validate
+// what it skips.
+func SkipValue(p []byte, i int) int { return skipValue(p, i) }
+
+// DecodeString decodes a JSON string token (quotes included).
+func DecodeString(tok []byte) (string, bool) { return decodeString(tok) }
