@@ -3,15 +3,11 @@ package workflows
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
@@ -34,20 +30,7 @@ import (
 var pageHistories = []string{"page_generate_v0.json", "page_bulk_generate_v0.json"}
 
 func TestPageWorkflowsReplay(t *testing.T) {
-	for _, name := range pageHistories {
-		t.Run(name, func(t *testing.T) {
-			path := filepath.Join("testdata", name)
-			if _, err := os.Stat(path); err != nil {
-				t.Fatalf("recorded history: %v", err)
-			}
-			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflow(PageGenerate)
-			r.RegisterWorkflow(PageBulkGenerate)
-			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, path); err != nil {
-				t.Fatalf("replay %s: %v", name, err)
-			}
-		})
-	}
+	replayHistories(t, pageHistories, PageGenerate, PageBulkGenerate)
 }
 
 // serverTenant is the tenant of TestPageWorkflowsOnTheServer's workflow ids (no database).
@@ -243,26 +226,4 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// recordHistory writes a workflow execution's history into testdata/name.
-func recordHistory(ctx context.Context, t *testing.T, tc client.Client, id, runID, name string) {
-	t.Helper()
-	hist := &historypb.History{}
-	it := tc.GetWorkflowHistory(ctx, id, runID, false, 0)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		hist.Events = append(hist.Events, ev)
-	}
-	b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join("testdata", name), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("recorded %d events of %s into testdata/%s", len(hist.Events), id, name)
 }

@@ -3,13 +3,10 @@ package workflows
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -31,19 +28,7 @@ import (
 var segmentComputeHistories = []string{"segment_compute_v0.json", "segment_compute_v1.json"}
 
 func TestSegmentComputeReplay(t *testing.T) {
-	for _, name := range segmentComputeHistories {
-		t.Run(name, func(t *testing.T) {
-			path := filepath.Join("testdata", name)
-			if _, err := os.Stat(path); err != nil {
-				t.Fatalf("recorded history: %v", err)
-			}
-			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflow(SegmentCompute)
-			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, path); err != nil {
-				t.Fatalf("replay %s: %v", name, err)
-			}
-		})
-	}
+	replayHistories(t, segmentComputeHistories, SegmentCompute)
 }
 
 // TestRecordSegmentComputeHistory records a SegmentCompute history on the embedded Temporal
@@ -112,21 +97,6 @@ func TestRecordSegmentComputeHistory(t *testing.T) {
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatalf("workflow: %v", err)
 	}
-	hist := &historypb.History{}
-	it := tc.GetWorkflowHistory(ctx, id, run.GetRunID(), false, 0)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		hist.Events = append(hist.Events, ev)
-	}
-	b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join("testdata", out), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("recorded %d events of %d runs into testdata/%s", len(hist.Events), res.Runs, out)
+	events := recordHistory(ctx, t, tc, id, run.GetRunID(), out)
+	t.Logf("recorded %d events of %d runs into testdata/%s", events, res.Runs, out)
 }
