@@ -119,21 +119,27 @@ func FuzzAPIBodies(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		ep := endpoints[int(which)%len(endpoints)]
-		req := httptest.NewRequest(ep.method, ep.path, bytes.NewReader(body))
-		for k, v := range ep.header {
-			req.Header[k] = v
-		}
-		req.Header.Set("Content-Type", "application/json")
-		reqCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req.WithContext(reqCtx))
-		r := result{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
-		if r.Status >= 500 {
-			t.Fatalf("%s %s with body %q: status %d: %s", ep.method, ep.path, body, r.Status, r.Body)
-		}
-		if r.Status >= 400 {
-			errorBody(t, r)
-		}
+		fuzzCall(ctx, t, h, ep.method, ep.path, ep.header, body)
 	})
+}
+
+// fuzzCall sends one fuzzed JSON body and fails on a 5xx or on an error answer outside the one
+// error shape.
+func fuzzCall(ctx context.Context, t *testing.T, h http.Handler, method, path string, header http.Header, body []byte) {
+	req := httptest.NewRequest(method, path, bytes.NewReader(body))
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	reqCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req.WithContext(reqCtx))
+	r := result{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
+	if r.Status >= 500 {
+		t.Fatalf("%s %s with body %q: status %d: %s", method, path, body, r.Status, r.Body)
+	}
+	if r.Status >= 400 {
+		errorBody(t, r)
+	}
 }

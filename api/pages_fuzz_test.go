@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -61,19 +60,6 @@ func FuzzPagesBodies(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		ep := endpoints[int(which)%len(endpoints)]
-		req := httptest.NewRequest(ep.method, ep.path, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+fx.A.Bearer)
-		req.Header.Set("Content-Type", "application/json")
-		reqCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req.WithContext(reqCtx))
-		r := result{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
-		if r.Status >= 500 {
-			t.Fatalf("%s %s with body %q: status %d: %s", ep.method, ep.path, body, r.Status, r.Body)
-		}
-		if r.Status >= 400 {
-			errorBody(t, r)
-		}
+		fuzzCall(ctx, t, h, ep.method, ep.path, bearer(fx.A), body)
 	})
 }
