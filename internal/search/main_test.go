@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,24 +17,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// fakeClock is an injected clock the tests move by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // fixture is a fresh migrated database with the real catalogue (products are queued for
 // embedding on save and embedded by DrainEmbeddings with the local provider) and product
 // segments.
@@ -46,7 +27,7 @@ type fixture struct {
 	cat   *catalog.Service
 	segs  *prodseg.Service
 	local *ai.Local
-	clock *fakeClock
+	clock *testenv.Clock
 }
 
 var tenantSeq atomic.Int64
@@ -54,7 +35,7 @@ var tenantSeq atomic.Int64
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	db := testenv.OpenDB(t)
-	clock := &fakeClock{now: time.Date(2026, 3, 2, 12, 0, 30, 0, time.UTC)}
+	clock := testenv.NewClock(time.Date(2026, 3, 2, 12, 0, 30, 0, time.UTC))
 	cat := catalog.NewService(db.Pool, time.Now)
 	local, err := ai.NewLocal(ai.Config{})
 	if err != nil {
