@@ -52,6 +52,17 @@ type Deps struct {
 	Pages *PagesDeps
 	// Search serves GET /api/ai-pages/query; its route is registered only when set.
 	Search *SearchDeps
+	// Design serves /api/ai-pages/design-system/ (and its extract stream); registered only when set.
+	Design *DesignDeps
+	// Templates serves /api/ai-pages/templates/; registered only when set.
+	Templates *TemplatesDeps
+	// Feeds serves /api/ai-pages/feeds/; registered only when set.
+	Feeds *FeedsDeps
+	// Exports serves /api/ai-pages/pages/<id>/export/; registered only when set.
+	Exports *ExportsDeps
+	// SDK is the client library's browser bundle, served at /sdk/v1/cohort.min.js (sdk.go); the
+	// routes are registered only when set.
+	SDK *SDKBundle
 	// Origins gives a tenant's allowed browser origins (CORS, cors.go); nil: any origin.
 	Origins OriginStore
 	// Registry collects Prometheus metrics; a new one when nil.
@@ -67,6 +78,7 @@ type Server struct {
 	bodyLimits map[string]int64 // "METHOD /route/template" -> bytes, beyond the default
 	metrics    *httpMetrics
 	origins    originCache
+	sdk        *sdkAsset
 }
 
 // New builds the router with every route registered.
@@ -88,7 +100,7 @@ func New(d Deps) *Server {
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
-	s := &Server{d: d, engine: e, bodyLimits: map[string]int64{}, metrics: newHTTPMetrics(d.Registry)}
+	s := &Server{d: d, engine: e, bodyLimits: map[string]int64{}, metrics: newHTTPMetrics(d.Registry), sdk: newSDKAsset(d.SDK)}
 	// observe wraps recover so a panic still counts as a 500 in metrics and the access log.
 	e.Use(s.requestID, s.observe, s.recover, s.limitBody)
 	// CORS for the browser-callable endpoints only (cors.go); a global middleware so that it also
@@ -119,6 +131,9 @@ func (s *Server) routes() {
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", s.metricsHandler())
 	e.GET("/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", openAPISpec) })
+	if s.sdk != nil {
+		s.sdkRoutes(e)
+	}
 
 	a := e.Group("/api")
 	a.POST("/auth/session/", s.require(policyHandshake), s.startSession)
@@ -145,6 +160,18 @@ func (s *Server) routes() {
 	}
 	if s.d.Pages != nil {
 		s.pageRoutes(a)
+	}
+	if s.d.Design != nil {
+		s.designRoutes(a)
+	}
+	if s.d.Templates != nil {
+		s.templateRoutes(a)
+	}
+	if s.d.Feeds != nil {
+		s.feedRoutes(a)
+	}
+	if s.d.Exports != nil {
+		s.exportRoutes(a)
 	}
 	a.GET("/ai-pages/blocks/", s.require(policyPages), s.listBlocks)
 }

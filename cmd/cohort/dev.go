@@ -158,7 +158,7 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 	wctx, cancelWorker := context.WithCancel(context.Background())
 	workerDone := make(chan error, 1)
 	go func() {
-		workerDone <- worker.New(c.workerDeps(tc, []worker.Registration{segReg, catReg, pageReg}, loader, sweeper)).Run(wctx)
+		workerDone <- worker.New(c.workerDeps(tc, []worker.Registration{segReg, catReg, pageReg, c.feedsWorker(tc, cat), c.exportsWorker(tc)}, loader, sweeper)).Run(wctx)
 	}()
 	stops = append(stops, func() { cancelWorker(); <-workerDone })
 

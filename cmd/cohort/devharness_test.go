@@ -24,6 +24,7 @@ type devStack struct {
 	dataDir  string
 	tenantID int64
 	secret   string
+	public   string // the tenant's pk_ key
 	token    string
 	webhook  string
 	slug     string
@@ -110,13 +111,14 @@ func startDevWith(t *testing.T, extraEnv map[string]string, logTo io.Writer) *de
 	var created struct {
 		ID            int64  `json:"id"`
 		SecretKey     string `json:"secret_key"`
+		PublicKey     string `json:"public_key"`
 		Token         string `json:"token"`
 		WebhookSecret string `json:"webhook_secret"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &created); err != nil {
 		t.Fatal(err)
 	}
-	s.tenantID, s.secret, s.token, s.webhook = created.ID, created.SecretKey, created.Token, created.WebhookSecret
+	s.tenantID, s.secret, s.public, s.token, s.webhook = created.ID, created.SecretKey, created.PublicKey, created.Token, created.WebhookSecret
 	return s
 }
 

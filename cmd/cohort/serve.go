@@ -70,9 +70,10 @@ func runWorker(ctx context.Context, cfg *config.Config, logger *slog.Logger) err
 		return err
 	}
 	segReg := c.segmentsWorker(c.openSegments(in), provider)
-	catReg, sweeper := c.catalogWorker(c.openCatalog(tc), provider)
+	cat := c.openCatalog(tc)
+	catReg, sweeper := c.catalogWorker(cat, provider)
 	pageReg := c.pagesWorker(tc, provider, c.searchFor(ctx, provider, nil))
-	return worker.New(c.workerDeps(tc, []worker.Registration{segReg, catReg, pageReg}, loader, sweeper)).Run(ctx)
+	return worker.New(c.workerDeps(tc, []worker.Registration{segReg, catReg, pageReg, c.feedsWorker(tc, cat), c.exportsWorker(tc)}, loader, sweeper)).Run(ctx)
 }
 
 func runMigrate(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout io.Writer) error {

@@ -21,6 +21,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/tclient"
 	"github.com/cohort-dev/cohort/internal/tenant"
 	"github.com/cohort-dev/cohort/schema"
+	sdkjs "github.com/cohort-dev/cohort/sdk/js"
 	"github.com/cohort-dev/cohort/worker"
 	"go.temporal.io/sdk/client"
 )
@@ -161,6 +162,7 @@ func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsD
 		Logger:       c.log,
 		Auth:         c.auth,
 		Origins:      c.tenants,
+		SDK:          &api.SDKBundle{Version: sdkjs.Version(), Script: sdkjs.Bundle()},
 		LocalBlob:    c.localBlob,
 		Ready:        append([]api.ReadyCheck{{Name: "postgres", Check: c.db.Ping}}, ready...),
 		MaxBodyBytes: c.cfg.MaxBodyBytes,
@@ -177,6 +179,9 @@ func (c *core) newAPI(ctx context.Context, in *ingestion, segs *segments, cat *c
 	d.ProductSegments = c.productSegmentsAPI(cat)
 	d.Pages = c.withBuilder(c.pagesAPI(tc), srch)
 	d.Search = &api.SearchDeps{Service: srch}
+	c.designAPI(&d)
+	c.feedsAPI(&d, tc)
+	c.exportsAPI(&d, tc)
 	return api.New(d)
 }
 

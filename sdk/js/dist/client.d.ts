@@ -1,0 +1,116 @@
+/** The current user, as the session handshake of a public key (pk_) needs it. */
+export interface UserContext {
+    userId?: string;
+    anonymousId?: string;
+    /** Hex HMAC-SHA256 of "userId:userIdTs", made on your backend with the tenant's identity secret. */
+    userIdSig?: string;
+    /** Unix seconds paired with userIdSig. */
+    userIdTs?: number;
+}
+export interface ClientOptions {
+    /** Base URL of the deployment, e.g. https://cohort.example.com */
+    apiUrl: string;
+    /** sk_ authenticates directly (servers only); pk_ triggers the session handshake. */
+    apiKey: string;
+    /** Current user context; used with a pk_ key. Default: anonymous. */
+    getUser?: () => UserContext | null | undefined;
+    /** false sends every event immediately. Default true. */
+    batch?: boolean;
+    /** Events queued before an automatic flush. Default 20. */
+    batchSize?: number;
+    /** Milliseconds between automatic flushes. Default 5000. */
+    flushInterval?: number;
+    /** Called when events could not be delivered. Default console.error. */
+    onError?: (err: CohortError) => void;
+    /** Attempts after the first for a request that failed for a retryable reason. Default 5. */
+    maxRetries?: number;
+    /** Base of the exponential backoff in milliseconds. Default 500. */
+    retryDelay?: number;
+}
+export interface TrackEvent {
+    userId: string;
+    eventType: string;
+    occurredAt?: string | Date;
+    payload?: Record<string, unknown>;
+}
+/** The Error given to onError: status and code are the server's, when there was an answer;
+ * events is how many events were dropped because of it. */
+export interface CohortError extends Error {
+    status?: number;
+    code?: string;
+    events: number;
+}
+export declare class Client {
+    private url;
+    private key;
+    private pk;
+    private size;
+    private interval;
+    private batch;
+    private retries;
+    private base;
+    private getUser?;
+    private onError;
+    private q;
+    private inflight;
+    private active;
+    private enq;
+    private done;
+    private forced;
+    private waiters;
+    private timer;
+    private saving;
+    private closed;
+    private hidden;
+    private ka;
+    private tok;
+    private hs;
+    private browser;
+    private store;
+    constructor(o: ClientOptions);
+    /** track queues an event; it never throws and never waits. */
+    track(e: TrackEvent): void;
+    /** identify sends a context_identified event with traits as payload. */
+    identify(o: {
+        userId: string;
+        traits?: Record<string, unknown>;
+    }): void;
+    /** trackPageView sends page_viewed (and ai_referral_session, once per page load, when the
+     * visit came from a known AI assistant); a no-op outside a browser. */
+    trackPageView(o?: {
+        userId?: string;
+        path?: string;
+    }): void;
+    /** flush sends every queued event now; it resolves once they are delivered or dropped. */
+    flush(): Promise<void>;
+    /** shutdown stops the timer, refuses further events and flushes the rest. */
+    shutdown(): Promise<void>;
+    private add;
+    /** pump starts requests while there is a full batch (or forced events) and a free slot. */
+    private pump;
+    private take;
+    private settle;
+    /** send delivers one chunk: retries with backoff, a new session token on 401 (once). It never
+     * rejects: what cannot be delivered is reported to onError. */
+    private send;
+    /** backoff is Retry-After when the server sent one, else exponential with jitter. */
+    private backoff;
+    /** body is a batch request: each event stamped with this request's sent_at, so the server can
+     * correct the client's clock; beacons carry the session token first, as the server reads it. */
+    private body;
+    private post;
+    private user;
+    /** token is the cached session token for the current user, refreshed before it expires; one
+     * handshake at a time. A failed handshake throws its Answer. */
+    private token;
+    /** hide sends the queue with keepalive requests (or sendBeacon) that outlive the page, within
+     * the 64 KiB budget; what does not fit, or cannot be sent now, stays stored for the next load. */
+    private hide;
+    private beacon;
+    /** restore queues events another (closed) tab left stored, and sends them now. */
+    private restore;
+    private dirty;
+    /** save stores every event not yet confirmed: those in requests, then the queue. */
+    private save;
+    private fail;
+}

@@ -1,0 +1,549 @@
+// src/uuid.ts
+var pool = new Uint8Array(256);
+var used = pool.length;
+var cryptoObj = globalThis.crypto;
+function refill() {
+  if (cryptoObj && cryptoObj.getRandomValues) cryptoObj.getRandomValues(pool);
+  else for (let i = 0; i < pool.length; i++) pool[i] = Math.random() * 256 | 0;
+  used = 0;
+}
+var hex = [];
+for (let i = 0; i < 256; i++) hex.push((i + 256).toString(16).slice(1));
+var lastMs = -1;
+var seq = 0;
+function uuidv7() {
+  let ms = Date.now();
+  if (used + 9 > pool.length) refill();
+  if (ms > lastMs) {
+    lastMs = ms;
+    seq = pool[used++] << 3;
+  } else if (++seq > 4095) {
+    lastMs++;
+    seq = 0;
+  }
+  ms = lastMs;
+  const p = pool;
+  const u = used;
+  used += 8;
+  const hi = Math.floor(ms / 16777216);
+  const lo = ms % 16777216;
+  return hex[hi >>> 16 & 255] + hex[hi >>> 8 & 255] + hex[hi & 255] + hex[lo >>> 16 & 255] + "-" + hex[lo >>> 8 & 255] + hex[lo & 255] + "-" + hex[112 | seq >>> 8] + hex[seq & 255] + "-" + hex[128 | p[u] & 63] + hex[p[u + 1]] + "-" + hex[p[u + 2]] + hex[p[u + 3]] + hex[p[u + 4]] + hex[p[u + 5]] + hex[p[u + 6]] + hex[p[u + 7]];
+}
+
+// src/referral.ts
+var HOSTS = [
+  ["chatgpt.com", "chatgpt"],
+  ["chat.openai.com", "chatgpt"],
+  ["perplexity.ai", "perplexity"],
+  ["claude.ai", "claude"],
+  ["gemini.google.com", "gemini"],
+  ["copilot.microsoft.com", "copilot"]
+];
+var UTM = [
+  [/chatgpt|openai/, "chatgpt"],
+  [/perplexity/, "perplexity"],
+  [/claude/, "claude"],
+  [/gemini/, "gemini"],
+  [/copilot/, "copilot"]
+];
+var QUERY_PARAMS = ["q", "query", "prompt"];
+function parse(u) {
+  try {
+    return u ? new URL(u) : null;
+  } catch {
+    return null;
+  }
+}
+function hostProvider(host) {
+  host = host.toLowerCase().replace(/\.$/, "");
+  for (const [h, name] of HOSTS) if (host === h || host.endsWith("." + h)) return name;
+  return null;
+}
+function aiReferral(landingUrl, referrerUrl) {
+  const landing = parse(landingUrl);
+  const ref = parse(referrerUrl);
+  let provider = ref ? hostProvider(ref.hostname) : null;
+  const utm = landing ? (landing.searchParams.get("utm_source") || "").toLowerCase() : "";
+  if (!provider && utm) {
+    const u = parse("https://" + utm.replace(/^[a-z]+:\/\//, ""));
+    provider = u && hostProvider(u.hostname);
+    for (const [re, name] of UTM) if (!provider && re.test(utm)) provider = name;
+  }
+  if (!provider) return null;
+  let hint = null;
+  for (const src of [ref, landing]) {
+    for (const k of QUERY_PARAMS) if (!hint && src) hint = src.searchParams.get(k) || null;
+  }
+  if (!hint && landing) hint = landing.searchParams.get("utm_term") || null;
+  return { source_provider: provider, query_hint: hint, landing_url: landingUrl, referrer_url: referrerUrl };
+}
+
+// src/store.ts
+var PREFIX = "cohort_q_";
+var MAX_STORED_EVENTS = 1e3;
+var MAX_STORED_CHARS = 1 << 20;
+var MAX_AGE_MS = 7 * 24 * 3600 * 1e3;
+var STALE_MS = 10 * 60 * 1e3;
+function ls() {
+  try {
+    return typeof localStorage != "undefined" ? localStorage : null;
+  } catch {
+    return null;
+  }
+}
+function locks() {
+  return typeof navigator != "undefined" && navigator.locks;
+}
+var Store = class {
+  /** ns names the destination (API URL and key): only events for it are claimed. onOwned runs once
+   * the tab owns its key, when writing is allowed. */
+  constructor(ns, onOwned) {
+    this.onOwned = onOwned;
+    this.owned = false;
+    this.ns = PREFIX + ns + "_";
+    this.key = this.ns + Math.random().toString(36).slice(2, 12);
+    const l = locks();
+    if (l) {
+      l.request(this.key, () => {
+        this.own();
+        return new Promise(() => {
+        });
+      }).catch(() => {
+      });
+    } else this.own();
+  }
+  own() {
+    this.owned = true;
+    this.onOwned();
+  }
+  /** save replaces this tab's stored events, keeping the newest within the caps; closed marks the
+   * tab as gone (pagehide). */
+  save(events, closed) {
+    const s = ls();
+    if (!s || !this.owned) return;
+    try {
+      if (!events.length) return s.removeItem(this.key);
+      let n = 0;
+      let i = events.length;
+      const min = Date.now() - MAX_AGE_MS;
+      while (i > 0 && events.length - i < MAX_STORED_EVENTS && events[i - 1][0] > min) {
+        n += events[i - 1][1].length + 20;
+        if (n > MAX_STORED_CHARS) break;
+        i--;
+      }
+      const doc = { h: Date.now(), e: events.slice(i) };
+      if (closed) doc.c = 1;
+      s.setItem(this.key, JSON.stringify(doc));
+    } catch {
+    }
+  }
+  /** claim takes the stored events of tabs that are gone and hands them to take. */
+  claim(take) {
+    const s = ls();
+    if (!s) return;
+    const l = locks();
+    const run = (live) => {
+      const out = [];
+      const min = Date.now() - MAX_AGE_MS;
+      const keys = [];
+      for (let i = 0; i < s.length; i++) keys.push(s.key(i) || "");
+      for (const k of keys) {
+        if (k === this.key || k.indexOf(this.ns) !== 0) continue;
+        try {
+          const doc = JSON.parse(s.getItem(k) || "null");
+          if (live ? live.has(k) : doc && !doc.c && doc.h > Date.now() - STALE_MS) continue;
+          s.removeItem(k);
+          for (const e of doc && doc.e || []) if (e[0] > min && typeof e[1] == "string") out.push(e);
+        } catch {
+          s.removeItem(k);
+        }
+      }
+      if (out.length) take(out.sort((a, b) => a[0] - b[0]));
+    };
+    if (!l) return run(null);
+    l.request(PREFIX + "claim", async () => {
+      const q = await l.query();
+      run(new Set((q.held || []).map((x) => x.name)));
+    }).catch(() => {
+    });
+  }
+};
+
+// src/client.ts
+var MAX_EVENTS = 500;
+var MAX_REQUEST_CHARS = 512 * 1024;
+var MAX_EVENT_CHARS = 32 * 1024;
+var MAX_QUEUE = 1e5;
+var KEEPALIVE_BUDGET = 6e4;
+var REQUEST_TIMEOUT = 3e4;
+var MAX_BACKOFF = 3e4;
+var MAX_RETRY_AFTER = 3e5;
+var EVENT_TYPE = /^[a-z][a-z0-9_]{0,127}$/;
+var BATCH_PATH = "/api/ingestion/track/batch/";
+var referred = false;
+var sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+function hash(s) {
+  let h = 5381;
+  for (let i = 0; i < s.length; i++) h = h * 33 ^ s.charCodeAt(i);
+  return (h >>> 0).toString(36);
+}
+var Client = class {
+  constructor(o) {
+    this.q = [];
+    this.inflight = /* @__PURE__ */ new Set();
+    this.active = 0;
+    this.enq = 0;
+    // events ever queued
+    this.done = 0;
+    // events delivered or dropped
+    this.forced = 0;
+    // events up to this count go out without waiting for a full batch
+    this.waiters = [];
+    this.timer = 0;
+    this.saving = 0;
+    this.closed = false;
+    this.hidden = false;
+    this.ka = 0;
+    // bytes of keepalive requests in flight
+    this.tok = null;
+    this.hs = null;
+    this.store = null;
+    if (!o || !o.apiUrl || !o.apiKey) throw new TypeError("Cohort: apiUrl and apiKey are required");
+    if (typeof fetch != "function") throw new TypeError("Cohort: the Fetch API is required (Node >= 18 or a modern browser)");
+    this.url = o.apiUrl.replace(/\/+$/, "");
+    this.key = o.apiKey;
+    this.pk = o.apiKey.indexOf("pk_") == 0;
+    this.batch = o.batch !== false;
+    this.size = Math.max(1, Math.min(MAX_EVENTS, o.batchSize || 20));
+    this.interval = o.flushInterval == null ? 5e3 : o.flushInterval;
+    this.retries = o.maxRetries == null ? 5 : o.maxRetries;
+    this.base = o.retryDelay == null ? 500 : o.retryDelay;
+    this.getUser = o.getUser;
+    this.onError = o.onError || ((e) => console.error(e));
+    this.browser = typeof window != "undefined" && typeof document != "undefined";
+    if (!this.browser) return;
+    if (o.apiKey.indexOf("sk_") == 0) {
+      console.warn("Cohort: a secret key (sk_) is used in a browser, where every visitor can read it; use a public key (pk_) in web pages.");
+    }
+    const claim = () => this.store && this.store.claim((ev) => this.restore(ev));
+    this.store = new Store(hash(this.url + "\n" + this.key), () => {
+      this.save();
+      claim();
+    });
+    addEventListener("pagehide", () => this.hide(true));
+    addEventListener("pageshow", () => this.hidden = false);
+    document.addEventListener("visibilitychange", () => {
+      if (document.visibilityState == "hidden") this.hide(false);
+      else claim();
+    });
+  }
+  /** track queues an event; it never throws and never waits. */
+  track(e) {
+    this.add(e && e.userId, e && e.eventType, e && e.payload, e && e.occurredAt);
+  }
+  /** identify sends a context_identified event with traits as payload. */
+  identify(o) {
+    this.add(o && o.userId, "context_identified", o && o.traits);
+  }
+  /** trackPageView sends page_viewed (and ai_referral_session, once per page load, when the
+   * visit came from a known AI assistant); a no-op outside a browser. */
+  trackPageView(o = {}) {
+    if (!this.browser) return;
+    const user = o.userId || this.user().userId || "anonymous";
+    const href = location.href;
+    const ref = document.referrer;
+    this.add(user, "page_viewed", { path: o.path || location.pathname, url: href, referrer: ref, title: document.title });
+    const ai = referred ? null : aiReferral(href, ref);
+    if (ai) {
+      referred = true;
+      this.add(user, "ai_referral_session", ai);
+    }
+  }
+  /** flush sends every queued event now; it resolves once they are delivered or dropped. */
+  flush() {
+    const target = this.forced = this.enq;
+    this.pump();
+    return this.done >= target ? Promise.resolve() : new Promise((r) => this.waiters.push([target, r]));
+  }
+  /** shutdown stops the timer, refuses further events and flushes the rest. */
+  shutdown() {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.timer = 0;
+    return this.flush();
+  }
+  add(user, type, payload, at) {
+    if (this.closed) return this.fail("the client is shut down; event dropped", 1);
+    if (typeof user != "string" || !user) return this.fail("userId is required", 1);
+    if (typeof type != "string" || !EVENT_TYPE.test(type)) return this.fail(`eventType ${JSON.stringify(type)} is not snake_case`, 1);
+    if (payload != null && (typeof payload != "object" || Array.isArray(payload))) return this.fail("payload must be an object", 1);
+    const now = Date.now();
+    let s;
+    try {
+      s = JSON.stringify({
+        user_id: user,
+        event_type: type,
+        occurred_at: new Date(at == null ? now : at).toISOString(),
+        payload: payload || void 0,
+        message_id: uuidv7()
+      });
+    } catch (err) {
+      return this.fail("event not serializable: " + err.message, 1);
+    }
+    if (s.length > MAX_EVENT_CHARS) return this.fail("event larger than 32 KiB", 1);
+    this.q.push([now, s]);
+    this.enq++;
+    if (this.q.length > MAX_QUEUE) {
+      this.q.shift();
+      this.settle(1);
+      this.fail("queue full: dropped the oldest event", 1);
+    }
+    if (!this.batch) this.forced = this.enq;
+    if (this.store && this.pk && !this.hs && !(this.tok && now < this.tok.r)) this.token().catch(() => {
+    });
+    this.pump();
+    this.dirty();
+  }
+  /** pump starts requests while there is a full batch (or forced events) and a free slot. */
+  pump() {
+    const slots = this.batch ? 1 : 8;
+    while (this.active < slots && this.q.length && (this.q.length >= this.size || this.enq - this.q.length < this.forced)) {
+      const chunk = this.take(this.batch ? MAX_EVENTS : 1);
+      this.active++;
+      this.inflight.add(chunk);
+      const fin = () => {
+        this.active--;
+        this.inflight.delete(chunk);
+        this.settle(chunk.length);
+        this.pump();
+        this.dirty();
+      };
+      this.send(chunk).then(fin, fin);
+    }
+    if (!this.q.length || this.closed) {
+      clearTimeout(this.timer);
+      this.timer = 0;
+    } else if (!this.timer) {
+      this.timer = setTimeout(() => {
+        this.timer = 0;
+        this.flush();
+      }, this.interval);
+    }
+  }
+  take(max) {
+    let n = 0;
+    let chars = 0;
+    while (n < this.q.length && n < max && (n == 0 || chars + this.q[n][1].length < MAX_REQUEST_CHARS)) chars += this.q[n++][1].length;
+    return this.q.splice(0, n);
+  }
+  settle(n) {
+    this.done += n;
+    this.waiters = this.waiters.filter(([t, r]) => this.done >= t ? (r(), false) : true);
+  }
+  /** send delivers one chunk: retries with backoff, a new session token on 401 (once). It never
+   * rejects: what cannot be delivered is reported to onError. */
+  async send(chunk) {
+    let renewed = false;
+    for (let attempt = 0; ; ) {
+      let a = null;
+      let err = "network error";
+      try {
+        const tok = this.pk ? await this.token() : "";
+        a = await this.post(BATCH_PATH, tok ? "Bearer " + tok : "ApiKey " + this.key, this.body(chunk));
+      } catch (e) {
+        if (e && e.s) a = e;
+        else err += ": " + (e && e.message);
+      }
+      if (a && a.s >= 200 && a.s < 300) {
+        const rej = a.b && a.b.errors || [];
+        if (rej.length) {
+          this.fail(
+            `${rej.length} of ${chunk.length} events rejected: ` + rej.slice(0, 5).map((x) => `events[${x.index}] ${x.code}: ${x.message}`).join("; "),
+            rej.length,
+            a.s,
+            rej[0].code
+          );
+        }
+        return;
+      }
+      if (a && a.s == 401 && this.pk && !renewed) {
+        renewed = true;
+        this.tok = null;
+        continue;
+      }
+      const s = a ? a.s : 0;
+      if (s && s != 408 && s != 429 && s < 500 || attempt >= this.retries) {
+        const d = a && a.b && a.b.error;
+        const msg = d ? `${s} ${d.code}: ${d.message}` : s ? "HTTP " + s : err;
+        return this.fail(`${chunk.length} events not delivered: ${msg}`, chunk.length, s || void 0, d && d.code);
+      }
+      await sleep(this.backoff(attempt++, a && a.h));
+    }
+  }
+  /** backoff is Retry-After when the server sent one, else exponential with jitter. */
+  backoff(attempt, retryAfter) {
+    if (retryAfter) {
+      const ms = /^\s*\d+\s*$/.test(retryAfter) ? +retryAfter * 1e3 : Date.parse(retryAfter) - Date.now();
+      if (ms >= 0) return Math.min(ms, MAX_RETRY_AFTER);
+    }
+    const d = Math.min(MAX_BACKOFF, this.base * 2 ** attempt);
+    return d / 2 + Math.random() * d / 2;
+  }
+  /** body is a batch request: each event stamped with this request's sent_at, so the server can
+   * correct the client's clock; beacons carry the session token first, as the server reads it. */
+  body(chunk, token) {
+    const head = `{"sent_at":"${(/* @__PURE__ */ new Date()).toISOString()}",`;
+    let out = token ? `{"session_token":${JSON.stringify(token)},"events":[` : `{"events":[`;
+    for (let i = 0; i < chunk.length; i++) out += (i ? "," : "") + head + chunk[i][1].slice(1);
+    return out + "]}";
+  }
+  async post(path, auth, body) {
+    const AS = typeof AbortSignal != "undefined" ? AbortSignal : null;
+    const res = await fetch(this.url + path, {
+      method: "POST",
+      headers: { Authorization: auth, "Content-Type": "application/json" },
+      body,
+      signal: AS && AS.timeout ? AS.timeout(REQUEST_TIMEOUT) : void 0
+    });
+    let b = null;
+    try {
+      b = await res.json();
+    } catch {
+    }
+    return { s: res.status, h: res.headers.get("Retry-After"), b };
+  }
+  user() {
+    try {
+      return this.getUser && this.getUser() || {};
+    } catch (e) {
+      this.fail("getUser failed: " + e.message, 0);
+      return {};
+    }
+  }
+  /** token is the cached session token for the current user, refreshed before it expires; one
+   * handshake at a time. A failed handshake throws its Answer. */
+  token() {
+    const u = this.user();
+    const k = u.userId + "\n" + u.anonymousId;
+    const t = this.tok;
+    if (t && t.k == k && Date.now() < t.r) return Promise.resolve(t.t);
+    if (!this.hs) {
+      this.hs = this.post("/api/auth/session/", "ApiKey " + this.key, JSON.stringify({
+        user_id: u.userId,
+        anonymous_id: u.anonymousId,
+        user_id_sig: u.userIdSig,
+        user_id_ts: u.userIdTs
+      })).then((a) => {
+        const b = a.b || {};
+        if (a.s < 200 || a.s > 299 || typeof b.token != "string") throw a.s < 300 ? { ...a, s: 502 } : a;
+        const now = Date.now();
+        const life = b.expires_in > 0 ? b.expires_in * 1e3 : Date.parse(b.expires_at) - now || 0;
+        this.tok = { t: b.token, k, e: now + life, r: now + life - Math.min(6e4, life / 5) };
+        return b.token;
+      });
+      const clear = () => this.hs = null;
+      this.hs.then(clear, clear);
+    }
+    return this.hs;
+  }
+  /** hide sends the queue with keepalive requests (or sendBeacon) that outlive the page, within
+   * the 64 KiB budget; what does not fit, or cannot be sent now, stays stored for the next load. */
+  hide(closing) {
+    if (closing) this.hidden = true;
+    const t = this.tok;
+    const token = this.pk ? t && Date.now() < t.e - 5e3 ? t.t : "" : "";
+    if (navigator.onLine !== false && (token || !this.pk)) {
+      const enc = new TextEncoder();
+      let budget = KEEPALIVE_BUDGET - this.ka;
+      while (this.q.length) {
+        let size = 40 + token.length;
+        let n = 0;
+        for (; n < this.q.length && n < MAX_EVENTS; n++) {
+          const len = enc.encode(this.q[n][1]).length + 40;
+          if (size + len > budget) break;
+          size += len;
+        }
+        if (!n) break;
+        const chunk = this.q.splice(0, n);
+        if (!this.beacon(chunk, token, size)) {
+          this.q.unshift(...chunk);
+          break;
+        }
+        budget -= size;
+        this.settle(n);
+      }
+    }
+    clearTimeout(this.saving);
+    this.saving = 0;
+    this.save();
+  }
+  beacon(chunk, token, size) {
+    const url = this.url + BATCH_PATH;
+    const body = this.body(chunk, token);
+    if (typeof Request != "undefined" && "keepalive" in Request.prototype) {
+      const again = () => {
+        this.q.unshift(...chunk);
+        this.enq += chunk.length;
+        this.forced = this.enq;
+        if (!this.hidden) this.pump();
+        this.save();
+      };
+      this.ka += size;
+      fetch(url, {
+        method: "POST",
+        keepalive: true,
+        // text/plain with the token in the body is a simple request: no preflight before unload.
+        headers: token ? { "Content-Type": "text/plain" } : { Authorization: "ApiKey " + this.key, "Content-Type": "application/json" },
+        body
+      }).then((r) => {
+        this.ka -= size;
+        const s = r.status;
+        if (s == 401 || s == 408 || s == 429 || s >= 500) again();
+        else if (s >= 400) this.fail(`${chunk.length} events not delivered: HTTP ${s}`, chunk.length, s);
+      }, () => {
+        this.ka -= size;
+        again();
+      });
+      return true;
+    }
+    return !!token && navigator.sendBeacon(url, body);
+  }
+  /** restore queues events another (closed) tab left stored, and sends them now. */
+  restore(ev) {
+    this.q.unshift(...ev);
+    this.enq += ev.length;
+    this.forced = this.enq;
+    this.pump();
+    this.save();
+  }
+  dirty() {
+    if (this.store && !this.saving) {
+      this.saving = setTimeout(() => {
+        this.saving = 0;
+        this.save();
+      }, 0);
+    }
+  }
+  /** save stores every event not yet confirmed: those in requests, then the queue. */
+  save() {
+    if (!this.store) return;
+    const all = [];
+    this.inflight.forEach((c) => all.push(...c));
+    this.store.save(all.concat(this.q), this.hidden);
+  }
+  fail(msg, events, status, code) {
+    const e = new Error("Cohort: " + msg);
+    e.events = events;
+    if (status) e.status = status;
+    if (code) e.code = code;
+    try {
+      this.onError(e);
+    } catch {
+    }
+  }
+};
+export {
+  Client,
+  aiReferral,
+  uuidv7
+};
