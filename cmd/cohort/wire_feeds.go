@@ -1,17 +1,43 @@
 package main
 
 import (
+	"time"
+
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/api"
+	"github.com/cohort-dev/cohort/internal/catalog"
+	"github.com/cohort-dev/cohort/internal/feed"
+	"github.com/cohort-dev/cohort/internal/safehttp"
 	"github.com/cohort-dev/cohort/worker"
+	"github.com/cohort-dev/cohort/workflows"
 )
 
-// feedsAPI sets the feed sync endpoints' dependencies; they follow in the commit that builds them.
-func (c *core) feedsAPI(*api.Deps, client.Client) {}
+// openFeeds builds the feed service over a catalogue. Feeds are fetched through the SSRF-safe
+// client (loopback and private addresses only with COHORT_ALLOW_PRIVATE_NETWORKS), capped at
+// feed.DefaultMaxBytes and feed.DefaultTimeout; syncs are started through tc.
+func (c *core) openFeeds(tc client.Client, cat feed.Catalog) *feed.Service {
+	opts := feed.Options{AllowPrivate: c.cfg.AllowPrivateNetworks}
+	opts.HTTP = safehttp.NewClient(safehttp.Options{
+		AllowPrivate: opts.AllowPrivate, Timeout: feed.DefaultTimeout, MaxResponseBytes: feed.DefaultMaxBytes, Logger: c.log,
+	})
+	return feed.NewService(c.db.Pool, cat, &workflows.FeedJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue}, time.Now, opts)
+}
 
-// feedsWorker registers the feed sync workflow; it follows in the commit that builds it.
-func (c *core) feedsWorker(client.Client, *catalogParts) worker.Registration {
-	return func(sdkworker.Registry) {}
+// feedsAPI sets the /api/ai-pages/feeds/ endpoints' dependencies. The API only reads the product
+// schema (field_map validation); the worker's sync writes products.
+func (c *core) feedsAPI(d *api.Deps, tc client.Client) {
+	d.Feeds = &api.FeedsDeps{Service: c.openFeeds(tc, catalog.NewService(c.db.Pool, time.Now))}
+}
+
+// feedsWorker registers the FeedSync workflow and its activities over the role's catalogue, whose
+// bulk upserts queue embeddings and kick the tenant's embedding workflow.
+func (c *core) feedsWorker(tc client.Client, cat *catalogParts) worker.Registration {
+	acts := &activities.Feeds{Svc: c.openFeeds(tc, cat.svc)}
+	return func(r sdkworker.Registry) {
+		r.RegisterWorkflow(workflows.FeedSync)
+		r.RegisterActivity(acts)
+	}
 }

@@ -80,6 +80,10 @@ type Message struct {
 	ToolCalls  []ToolCall // assistant turns that called tools
 	ToolCallID string     // role tool: the ToolCall.ID this message answers
 	Name       string     // optional participant name; for role tool, the tool's name
+	// ImageURLs are images a user turn shows the model (https or data: URLs), sent by the openai
+	// provider as image_url content parts beside Content; they need a vision-capable chat model.
+	// The local provider ignores them.
+	ImageURLs []string
 }
 
 // Tool is a function the model may call.

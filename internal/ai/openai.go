@@ -374,6 +374,14 @@ func (p *OpenAI) chatRequest(req ChatRequest) (openai.ChatCompletionRequest, err
 			mentionsJSON = true
 		}
 		cm := openai.ChatCompletionMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
+		if len(m.ImageURLs) > 0 && m.Role == RoleUser {
+			cm.Content = "" // go-openai refuses Content beside MultiContent
+			cm.MultiContent = []openai.ChatMessagePart{{Type: openai.ChatMessagePartTypeText, Text: m.Content}}
+			for _, u := range m.ImageURLs {
+				cm.MultiContent = append(cm.MultiContent, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL,
+					ImageURL: &openai.ChatMessageImageURL{URL: u, Detail: openai.ImageURLDetailLow}})
+			}
+		}
 		if m.Role != RoleTool { // the tool role takes no name
 			cm.Name = m.Name
 		} else if m.Content == "" {

@@ -214,6 +214,9 @@ type CreateInput struct {
 	Slug      *string `json:"slug"`
 	Title     *string `json:"title"`
 	Published *bool   `json:"published"`
+	// TemplateID creates the page from a page template of the tenant: its blocks are copied (with
+	// new block ids), the page is ready at once and no generation is started (regenerate runs one).
+	TemplateID *int64 `json:"template_id"`
 }
 
 // PatchInput is the body of PATCH /api/ai-pages/pages/{id}/: only the fields present change.

@@ -212,10 +212,14 @@ func (s *Service) CreatePage(ctx context.Context, tenantID int64, in CreateInput
 	if in.Title != nil {
 		checkLine(f, "title", in.Title, MaxTitleLength)
 	}
+	if in.TemplateID != nil && *in.TemplateID <= 0 {
+		f.Add("template_id", "must be the id of one of your page templates")
+	}
 	if err := f.Err(); err != nil {
 		return nil, err
 	}
-	if s.gen == nil {
+	fromTemplate := in.TemplateID != nil
+	if s.gen == nil && !fromTemplate {
 		return nil, generationUnavailable(errors.New("no generator in this process"))
 	}
 	var queryText string
@@ -263,12 +267,18 @@ func (s *Service) CreatePage(ctx context.Context, tenantID int64, in CreateInput
 		case err != nil:
 			return fmt.Errorf("create page: %w", err)
 		}
-		return nil
+		if fromTemplate {
+			p, err = s.copyTemplate(ctx, tx, tenantID, p.ID, *in.TemplateID)
+		}
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.cache.invalidate()
+	if fromTemplate {
+		return p, nil
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
 	if err := s.gen.StartGeneration(sctx, tenantID, p.ID); err != nil {
@@ -281,6 +291,34 @@ func (s *Service) CreatePage(ctx context.Context, tenantID int64, in CreateInput
 		return nil, generationUnavailable(err)
 	}
 	return p, nil
+}
+
+// copyTemplate writes the blocks of the tenant's template templateID to the new page pageID (new
+// block ids, validated again by the block registry) as its first version (source patch), and
+// marks the page ready. A template that is not the tenant's is a 400 on template_id.
+func (s *Service) copyTemplate(ctx context.Context, tx pgx.Tx, tenantID, pageID, templateID int64) (*Page, error) {
+	var raw []byte
+	err := tx.QueryRow(ctx, `SELECT blocks FROM page_templates WHERE tenant_id = $1 AND id = $2`, tenantID, templateID).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errs.Invalid("template_id", "is not one of your page templates")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load template %d: %w", templateID, err)
+	}
+	blocks, err := block.ParseBlocksAt("template.blocks", raw)
+	if err != nil {
+		return nil, fmt.Errorf("read template %d blocks: %w", templateID, err)
+	}
+	for i := range blocks {
+		blocks[i].ID = ""
+	}
+	if blocks, err = block.Validate("template.blocks", blocks); err != nil {
+		return nil, fmt.Errorf("template %d blocks no longer match the block registry: %w", templateID, err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE generated_pages SET status = 'ready' WHERE tenant_id = $1 AND id = $2`, tenantID, pageID); err != nil {
+		return nil, fmt.Errorf("mark page %d ready: %w", pageID, err)
+	}
+	return s.writeContent(ctx, tx, tenantID, pageID, content{blocks: blocks}, SourcePatch, fmt.Sprintf("created from template %d", templateID))
 }
 
 func isForeignKeyViolation(err error) bool {
