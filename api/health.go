@@ -8,8 +8,18 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// healthz is liveness: the process serves HTTP.
-func (s *Server) healthz(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
+// Version is the build's version, stamped at link time by the release build
+// (deploy/Dockerfile, deploy/cloudbuild.yaml):
+//
+//	go build -ldflags "-X github.com/cohort-dev/cohort/api.Version=v1.2.3" ./cmd/cohort
+//
+// It is shown at /healthz and logged when a role starts; "dev" when not stamped.
+var Version = "dev"
+
+// healthz is liveness: the process serves HTTP. It also names the running build.
+func (s *Server) healthz(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"status": "ok", "version": Version})
+}
 
 type readyResponse struct {
 	Status string            `json:"status"` // ok | unavailable

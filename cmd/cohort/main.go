@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/cohort-dev/cohort/api"
 	"github.com/cohort-dev/cohort/internal/config"
 )
 
@@ -48,6 +49,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	cmd, rest := args[0], args[1:]
 	logger := newLogger(cfg, stderr, cmd == "dev")
+	switch cmd {
+	case "dev", "serve", "worker", "migrate":
+		logger.Info("cohort starting", "command", cmd, "version", api.Version)
+	}
 	switch cmd {
 	case "dev":
 		err = runDev(ctx, cfg, logger, stdout)
