@@ -11,6 +11,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/connector"
 	"github.com/cohort-dev/cohort/internal/connector/platform"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/metrics"
 )
 
 // Error types of activation sync failures.
@@ -26,6 +27,8 @@ const (
 type Activations struct {
 	Svc       *connector.Service
 	Platforms *connector.Platforms
+	// Metrics records pushes (duration, users pushed, outcome) by platform; nil: none.
+	Metrics *metrics.Metrics
 }
 
 // BeginSyncInput starts a sync run.
@@ -86,11 +89,15 @@ func (a *Activations) PushSync(ctx context.Context, in PushSyncInput) (PushSyncR
 	if err != nil {
 		return PushSyncResult{}, syncError(err)
 	}
+	start := time.Now()
 	p, err := a.Platforms.New(creds)
 	if err != nil {
+		a.Metrics.SyncPushed(creds.Kind, time.Since(start), 0, 0, err)
 		return PushSyncResult{}, syncError(err)
 	}
 	c, err := a.Svc.Push(ctx, in.TenantID, in.SyncRunID, p, nil)
+	// Counts are what the platform acknowledged, also of a push that failed part-way.
+	a.Metrics.SyncPushed(creds.Kind, time.Since(start), c.Added, c.Removed, err)
 	if err != nil {
 		return PushSyncResult{}, syncError(err)
 	}

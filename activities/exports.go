@@ -2,9 +2,11 @@ package activities
 
 import (
 	"context"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/pageexport"
 )
 
@@ -20,6 +22,8 @@ type PageExportBuilder interface {
 // Exports are the page export activities.
 type Exports struct {
 	Svc PageExportBuilder
+	// Metrics records every build (cohort_page_exports_*); nil records nothing.
+	Metrics *metrics.Metrics
 }
 
 // PageExportRef names an export.
@@ -37,7 +41,13 @@ type BuildPageExportResult struct {
 // BuildPageExport renders the export and stores its file (the export becomes ready). A deleted
 // export or page is a permanent failure; anything else (database, blob store) is retried.
 func (a *Exports) BuildPageExport(ctx context.Context, in PageExportRef) (BuildPageExportResult, error) {
+	start := time.Now()
 	e, err := a.Svc.Build(ctx, in.TenantID, in.ExportID)
+	format := ""
+	if e != nil {
+		format = string(e.Format)
+	}
+	a.Metrics.ExportFinished(format, time.Since(start), err)
 	if pageexport.IsGone(err) {
 		return BuildPageExportResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePageExportGone, err)
 	}

@@ -3,11 +3,13 @@ package activities
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/cohort-dev/cohort/internal/feed"
+	"github.com/cohort-dev/cohort/internal/metrics"
 )
 
 // Error types of the feed sync activity.
@@ -24,6 +26,8 @@ const (
 // Feeds are the external product feed activities.
 type Feeds struct {
 	Svc *feed.Service
+	// Metrics records every sync (cohort_feed_syncs_*); nil records nothing.
+	Metrics *metrics.Metrics
 }
 
 // SyncFeedInput names the feed.
@@ -45,9 +49,15 @@ type SyncFeedResult struct {
 // every chunk. A retry starts the document again. Error messages are what the feed's last_error
 // shows (feed.SyncError): they never carry an address the feed's host resolved to.
 func (a *Feeds) SyncFeed(ctx context.Context, in SyncFeedInput) (SyncFeedResult, error) {
+	start := time.Now()
 	res, err := a.Svc.Sync(ctx, in.TenantID, in.FeedID, func(p feed.Progress) {
 		activity.RecordHeartbeat(ctx, p.Items)
 	})
+	items := 0
+	if res != nil {
+		items = res.Total
+	}
+	a.Metrics.FeedSynced(items, time.Since(start), err)
 	var se *feed.SyncError
 	switch {
 	case errors.Is(err, feed.ErrGone):

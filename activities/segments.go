@@ -12,6 +12,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/blob"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/segment"
 	"github.com/cohort-dev/cohort/internal/segment/draft"
 )
@@ -34,6 +35,8 @@ type Segments struct {
 	AI     ai.Provider
 	// Connectors lists the active connectors of a segment (the activation fan-out); nil: none.
 	Connectors ActiveConnectors
+	// Metrics records computes (duration, members, outcome); nil: none.
+	Metrics *metrics.Metrics
 }
 
 // ActiveConnectors is the part of the connector service the fan-out needs.
@@ -74,7 +77,9 @@ type MaterializeInput struct {
 func (a *Segments) Materialize(ctx context.Context, in MaterializeInput) (segment.RunResult, error) {
 	stop := heartbeat(ctx, 10*time.Second)
 	defer stop()
+	start := time.Now()
 	res, err := a.Svc.Materialize(ctx, in.TenantID, in.RunID, a.Runner)
+	a.Metrics.SegmentComputed(time.Since(start), res.Matched, err)
 	if err != nil {
 		return res, permanent(err)
 	}

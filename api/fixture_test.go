@@ -133,7 +133,7 @@ func (f *fixture) authenticator(now func() time.Time, cacheTTL time.Duration) *a
 // newServer builds the real API with a fresh Authenticator; opts adjust the Deps.
 func (f *fixture) newServer(t testing.TB, opts ...func(*Deps)) *Server {
 	t.Helper()
-	d := Deps{Auth: f.authenticator(nil, 0), LocalBlob: f.blob}
+	d := Deps{Auth: f.authenticator(nil, 0), LocalBlob: f.blob, ServeMetrics: true}
 	for _, o := range opts {
 		o(&d)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/metrics"
 )
 
 const (
@@ -75,6 +76,15 @@ func newHTTPMetrics(reg *prometheus.Registry) *httpMetrics {
 	}
 	reg.MustRegister(m.duration, m.inflight)
 	return m
+}
+
+// outcomeOf is the metrics outcome of a request answered with an error: rejected for a 4xx (the
+// caller's input), error for a 5xx.
+func outcomeOf(c *gin.Context) string {
+	if c.Writer.Status() < http.StatusInternalServerError {
+		return metrics.OutcomeRejected
+	}
+	return metrics.OutcomeError
 }
 
 func (s *Server) metricsHandler() gin.HandlerFunc {

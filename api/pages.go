@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/page"
 	"github.com/cohort-dev/cohort/internal/pagebuild"
 )
@@ -302,7 +303,13 @@ func (s *Server) publicPage(c *gin.Context) {
 	body, err := s.d.Pages.Service.PublicPage(c.Request.Context(), c.Param("tenant_slug"), c.Param("page_slug"), c.GetHeader("User-Agent"))
 	if err != nil {
 		abort(c, err)
+		read := metrics.ReadError
+		if c.Writer.Status() == http.StatusNotFound {
+			read = metrics.ReadNotFound
+		}
+		s.d.Metrics.PageRead(read)
 		return
 	}
+	s.d.Metrics.PageRead(metrics.ReadOK)
 	c.Data(http.StatusOK, "application/json; charset=utf-8", body)
 }

@@ -3,10 +3,12 @@ package api
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/search"
 )
 
@@ -37,10 +39,13 @@ func (s *Server) searchProducts(c *gin.Context) {
 		}
 		in.SegmentID = &id
 	}
+	start := time.Now()
 	out, err := s.d.Search.Service.Query(c.Request.Context(), mustCredential(c).TenantID, in)
 	if err != nil {
 		abort(c, err)
+		s.d.Metrics.Searched(time.Since(start), outcomeOf(c))
 		return
 	}
+	s.d.Metrics.Searched(time.Since(start), metrics.OutcomeOK)
 	c.JSON(http.StatusOK, out)
 }

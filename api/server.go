@@ -12,10 +12,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/cohort-dev/cohort/internal/auth"
 	"github.com/cohort-dev/cohort/internal/blob"
+	"github.com/cohort-dev/cohort/internal/metrics"
 )
 
 //go:embed openapi.yaml
@@ -66,7 +66,12 @@ type Deps struct {
 	// Origins gives a tenant's allowed browser origins (CORS, cors.go); nil: any origin.
 	Origins OriginStore
 	// Registry collects Prometheus metrics; a new one when nil.
-	Registry     *prometheus.Registry
+	Registry *prometheus.Registry
+	// ServeMetrics serves the registry at /metrics on this router: only cohort dev without
+	// COHORT_METRICS_ADDR (and tests) do; serve leaves /metrics to the metrics listener.
+	ServeMetrics bool
+	// Metrics records searches and public page reads (nil: not recorded).
+	Metrics      *metrics.Metrics
 	MaxBodyBytes int64
 	Now          func() time.Time
 }
@@ -84,8 +89,7 @@ type Server struct {
 // New builds the router with every route registered.
 func New(d Deps) *Server {
 	if d.Registry == nil {
-		d.Registry = prometheus.NewRegistry()
-		d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		d.Registry = metrics.NewRegistry()
 	}
 	if d.MaxBodyBytes <= 0 {
 		d.MaxBodyBytes = 1 << 20
@@ -129,7 +133,9 @@ func (s *Server) routes() {
 	e := s.engine
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
-	e.GET("/metrics", s.metricsHandler())
+	if s.d.ServeMetrics {
+		e.GET("/metrics", s.metricsHandler())
+	}
 	e.GET("/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", openAPISpec) })
 	if s.sdk != nil {
 		s.sdkRoutes(e)

@@ -42,7 +42,7 @@ func (c *core) activationsWorker(svc *connector.Service) func(r sdkworker.Regist
 			MaxResponseBytes: 8 << 20, Logger: c.log}),
 		KlaviyoBaseURL: c.cfg.KlaviyoAPIURL,
 		Limiters:       platform.NewLimiters(),
-	}}
+	}, Metrics: c.metrics}
 	return func(r sdkworker.Registry) {
 		r.RegisterWorkflowWithOptions(workflows.ActivationSync, workflow.RegisterOptions{Name: workflows.ActivationSyncWorkflow})
 		r.RegisterActivity(acts)

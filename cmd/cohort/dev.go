@@ -94,11 +94,15 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 	})
 
 	// The database first: a wrong secret key (keycheck) stops dev before anything else starts.
-	c, err := openCore(ctx, cfg, logger, coreOptions{migrate: true, blob: true})
+	c, err := openCore(ctx, cfg, logger, coreOptions{migrate: true, blob: true, metricsOnAPI: cfg.MetricsListen(config.RoleDev) == ""})
 	if err != nil {
 		return err
 	}
 	stops = append(stops, c.close)
+	// With COHORT_METRICS_ADDR, /metrics is served there (as in production) instead of on the API port.
+	if err := c.serveMetrics(ctx, config.RoleDev); err != nil {
+		return err
+	}
 
 	temporalAddr, uiURL := cfg.Temporal.Address, ""
 	if temporalAddr == "" {
@@ -139,7 +143,7 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 		return err
 	}
 
-	tc, err := tclient.Dial(ctx, cfg.Temporal, logger)
+	tc, err := tclient.Dial(ctx, cfg.Temporal, logger, c.temporalMetrics())
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func (c *core) openIngestion(ctx context.Context, emb embeddedBus) (*ingestion, 
 		defer cancel()
 		_ = in.errlog.Close(ctx)
 	})
-	in.publisher = ingest.NewBusPublisher(b)
+	in.publisher = ingest.NewBusPublisher(b, ingest.WithMetrics(c.metrics))
 	return in, nil
 }
 
@@ -110,7 +110,7 @@ func (c *core) openWarehouse(ctx context.Context) (warehouse.Writer, load.EventS
 
 // ingestAPI builds the ingestion endpoints' dependencies.
 func (c *core) ingestAPI(in *ingestion) *api.IngestionDeps {
-	svc := ingest.NewService(in.publisher, in.errlog, time.Now)
+	svc := ingest.NewService(in.publisher, in.errlog, time.Now, ingest.WithMetrics(c.metrics))
 	secrets := func(ctx context.Context, slug string) (int64, []byte, error) {
 		t, secret, err := c.tenants.WebhookSecret(ctx, slug)
 		return t.ID, secret, err
@@ -135,5 +135,5 @@ func (c *core) loader(in *ingestion) (worker.Consumer, error) {
 	}
 	sink := load.NewSink(c.db.Pool, in.store)
 	return load.NewLoader(in.bus, sink, c.db.Pool, in.errlog, c.log, load.LoaderConfig{
-		Flushers: c.cfg.LoaderFlushers, Streams: c.cfg.LoaderStreams}), nil
+		Flushers: c.cfg.LoaderFlushers, Streams: c.cfg.LoaderStreams, Metrics: c.metrics}), nil
 }

@@ -69,7 +69,7 @@ func superviseCache(ctx context.Context, cache *segment.MembershipCache, log *sl
 // segmentsWorker registers the segment workflows and activities; provider drafts ai segments
 // (the role builds it once: openAI).
 func (c *core) segmentsWorker(s *segments, provider ai.Provider) func(r sdkworker.Registry) {
-	acts := &activities.Segments{Svc: s.svc, Runner: s.runner, Blob: c.blob, AI: provider, Connectors: s.connectors}
+	acts := &activities.Segments{Svc: s.svc, Runner: s.runner, Blob: c.blob, AI: provider, Connectors: s.connectors, Metrics: c.metrics}
 	activations := c.activationsWorker(s.connectors)
 	return func(r sdkworker.Registry) {
 		r.RegisterWorkflow(workflows.SegmentCompute)

@@ -24,7 +24,10 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger) erro
 		return err
 	}
 	defer c.close()
-	tc, err := tclient.Dial(ctx, cfg.Temporal, logger)
+	if err := c.serveMetrics(ctx, config.RoleServe); err != nil {
+		return err
+	}
+	tc, err := tclient.Dial(ctx, cfg.Temporal, logger, c.temporalMetrics())
 	if err != nil {
 		return err
 	}
@@ -52,7 +55,11 @@ func runWorker(ctx context.Context, cfg *config.Config, logger *slog.Logger) err
 		return err
 	}
 	defer c.close()
-	tc, err := tclient.Dial(ctx, cfg.Temporal, logger)
+	// The worker has no HTTP API: its probes and Prometheus use this listener.
+	if err := c.serveMetrics(ctx, config.RoleWorker); err != nil {
+		return err
+	}
+	tc, err := tclient.Dial(ctx, cfg.Temporal, logger, c.temporalMetrics())
 	if err != nil {
 		return err
 	}

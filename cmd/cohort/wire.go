@@ -15,6 +15,8 @@ import (
 	"github.com/cohort-dev/cohort/internal/blob"
 	"github.com/cohort-dev/cohort/internal/config"
 	"github.com/cohort-dev/cohort/internal/keycheck"
+	"github.com/cohort-dev/cohort/internal/metrics"
+	"github.com/cohort-dev/cohort/internal/metrics/temporalmetrics"
 	"github.com/cohort-dev/cohort/internal/search"
 	"github.com/cohort-dev/cohort/internal/secretbox"
 	"github.com/cohort-dev/cohort/internal/store"
@@ -23,6 +25,7 @@ import (
 	"github.com/cohort-dev/cohort/schema"
 	sdkjs "github.com/cohort-dev/cohort/sdk/js"
 	"github.com/cohort-dev/cohort/worker"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 )
 
@@ -45,15 +48,21 @@ type core struct {
 	blob      blob.Store
 	localBlob *blob.Local
 	closers   []func()
+	// reg is the process's one Prometheus registry: HTTP, pipeline and Temporal SDK metrics.
+	reg          *prometheus.Registry
+	metrics      *metrics.Metrics
+	metricsOnAPI bool // serve /metrics on the API port (dev without a metrics listener)
 }
 
 type coreOptions struct {
-	migrate bool // apply schema/ at start (embedded mode only)
-	blob    bool // open the blob store
+	migrate      bool // apply schema/ at start (embedded mode only)
+	blob         bool // open the blob store
+	metricsOnAPI bool // /metrics on the API port too
 }
 
 func openCore(ctx context.Context, cfg *config.Config, logger *slog.Logger, o coreOptions) (_ *core, err error) {
-	c := &core{cfg: cfg, log: logger}
+	c := &core{cfg: cfg, log: logger, reg: metrics.NewRegistry(), metricsOnAPI: o.metricsOnAPI}
+	c.metrics = metrics.New(c.reg)
 	defer func() {
 		if err != nil {
 			c.close() // whatever was opened before the failure
@@ -162,6 +171,9 @@ func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsD
 		Logger:       c.log,
 		Auth:         c.auth,
 		Origins:      c.tenants,
+		Registry:     c.reg,
+		Metrics:      c.metrics,
+		ServeMetrics: c.metricsOnAPI,
 		SDK:          &api.SDKBundle{Version: sdkjs.Version(), Script: sdkjs.Bundle()},
 		LocalBlob:    c.localBlob,
 		Ready:        append([]api.ReadyCheck{{Name: "postgres", Check: c.db.Ping}}, ready...),
@@ -217,6 +229,32 @@ func serveHTTP(ctx context.Context, addr string, h http.Handler, logger *slog.Lo
 		done <- err
 	}()
 	return ln.Addr(), done, nil
+}
+
+// temporalMetrics is the Temporal SDK's metrics handler on the process's registry (tclient.Dial).
+func (c *core) temporalMetrics() client.MetricsHandler {
+	return temporalmetrics.New(c.reg, temporalmetrics.Options{TaskQueues: []string{c.cfg.Temporal.TaskQueue}})
+}
+
+// serveMetrics starts the metrics listener of role (config.MetricsListen; none: nothing to do):
+// /metrics and /healthz until ctx ends. A listener that fails later is logged: metrics are not
+// worth stopping the role for.
+func (c *core) serveMetrics(ctx context.Context, role config.Role) error {
+	addr := c.cfg.MetricsListen(role)
+	if addr == "" {
+		return nil
+	}
+	bound, done, err := serveHTTP(ctx, addr, metrics.Mux(c.reg, api.Version), c.log, 5*time.Second)
+	if err != nil {
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	c.log.Info("serving metrics", "addr", bound.String())
+	go func() {
+		if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			c.log.Error("metrics listener stopped", "error", err)
+		}
+	}()
+	return nil
 }
 
 // workerDeps builds the worker role's registrations and consumers.

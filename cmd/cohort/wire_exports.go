@@ -41,7 +41,7 @@ func (c *core) exportsAPI(d *api.Deps, tc client.Client) {
 
 // exportsWorker registers the page export workflow and its activities.
 func (c *core) exportsWorker(tc client.Client) worker.Registration {
-	acts := &activities.Exports{Svc: c.openExports(nil)}
+	acts := &activities.Exports{Svc: c.openExports(nil), Metrics: c.metrics}
 	return func(r sdkworker.Registry) {
 		r.RegisterWorkflow(workflows.PageExport)
 		r.RegisterActivity(acts)

@@ -35,7 +35,7 @@ func (c *core) feedsAPI(d *api.Deps, tc client.Client) {
 // feedsWorker registers the FeedSync workflow and its activities over the role's catalogue, whose
 // bulk upserts queue embeddings and kick the tenant's embedding workflow.
 func (c *core) feedsWorker(tc client.Client, cat *catalogParts) worker.Registration {
-	acts := &activities.Feeds{Svc: c.openFeeds(tc, cat.svc)}
+	acts := &activities.Feeds{Svc: c.openFeeds(tc, cat.svc), Metrics: c.metrics}
 	return func(r sdkworker.Registry) {
 		r.RegisterWorkflow(workflows.FeedSync)
 		r.RegisterActivity(acts)

@@ -13,6 +13,7 @@ package bus
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Message is a received message. Ack or Nack it exactly once; later calls do nothing.
@@ -20,6 +21,12 @@ type Message struct {
 	// ID is stable across redeliveries of the same message.
 	ID   string
 	Data []byte
+	// PublishTime is when the bus stored the message (zero when the bus does not say): the
+	// loader's lag is measured from it.
+	PublishTime time.Time
+	// Deliveries is how often the bus has delivered the message, this time included (0 when the
+	// bus does not count: Pub/Sub counts only on subscriptions with a dead-letter policy).
+	Deliveries int
 
 	once   sync.Once
 	ack    func()

@@ -203,6 +203,9 @@ func (n *NATS) Send(ctx context.Context, data []byte, attrs map[string]string) e
 	return nil
 }
 
+// Kind names the bus in metrics.
+func (n *NATS) Kind() string { return "nats" }
+
 // MaxMessageBytes is the server's max_payload less room for headers.
 func (n *NATS) MaxMessageBytes() int { return int(n.nc.MaxPayload()) - natsHeaderRoom }
 
@@ -270,13 +273,14 @@ func (n *NATS) Receive(ctx context.Context, s ReceiveSettings, h Handler) error 
 }
 
 func (n *NATS) deliver(jm jetstream.Msg, w *window, held *heldSet, h Handler) {
-	id := ""
+	m := &Message{Data: jm.Data()}
 	if meta, err := jm.Metadata(); err == nil {
-		id = strconv.FormatUint(meta.Sequence.Stream, 10)
+		m.ID = strconv.FormatUint(meta.Sequence.Stream, 10)
+		m.PublishTime, m.Deliveries = meta.Timestamp, int(meta.NumDelivered)
 	}
+	id := m.ID
 	size := len(jm.Data())
 	w.add(size)
-	m := &Message{ID: id, Data: jm.Data()}
 	m.ack = func() {
 		if err := jm.Ack(); err != nil {
 			n.log.Warn("nats ack; the message will be redelivered", "message_id", id, "error", err)

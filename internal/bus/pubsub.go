@@ -99,6 +99,9 @@ func (b *PubSub) Send(ctx context.Context, data []byte, attrs map[string]string)
 	return nil
 }
 
+// Kind names the bus in metrics.
+func (b *PubSub) Kind() string { return "pubsub" }
+
 // MaxMessageBytes is Pub/Sub's message size limit.
 func (b *PubSub) MaxMessageBytes() int { return pubSubMaxMessageBytes }
 
@@ -119,7 +122,11 @@ func (b *PubSub) Receive(ctx context.Context, s ReceiveSettings, h Handler) erro
 		sub.ReceiveSettings.MaxOutstandingBytes = s.MaxOutstandingBytes
 	}
 	return sub.Receive(ctx, func(_ context.Context, m *pubsub.Message) {
-		h(&Message{ID: m.ID, Data: m.Data, ack: m.Ack, nack: m.Nack})
+		deliveries := 0
+		if m.DeliveryAttempt != nil {
+			deliveries = *m.DeliveryAttempt
+		}
+		h(&Message{ID: m.ID, Data: m.Data, PublishTime: m.PublishTime, Deliveries: deliveries, ack: m.Ack, nack: m.Nack})
 	})
 }
 

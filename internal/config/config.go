@@ -25,6 +25,7 @@ const (
 
 type Config struct {
 	HTTPAddr      string // COHORT_HTTP_ADDR
+	MetricsAddr   string // COHORT_METRICS_ADDR: the metrics listener (/metrics, /healthz); see MetricsListen
 	PublicBaseURL string // COHORT_PUBLIC_URL: base of links the service hands out (signed downloads)
 	DataDir       string // COHORT_DATA_DIR: embedded mode state (Postgres cluster, Temporal SQLite, blobs)
 	LogLevel      string // COHORT_LOG_LEVEL: debug|info|warn|error
@@ -135,6 +136,7 @@ func Load(env Getenv) (*Config, error) {
 	r := reader{env: env}
 	c := &Config{
 		HTTPAddr:      r.str("COHORT_HTTP_ADDR", ""),
+		MetricsAddr:   r.str("COHORT_METRICS_ADDR", ""),
 		PublicBaseURL: strings.TrimRight(r.str("COHORT_PUBLIC_URL", ""), "/"),
 		DataDir:       r.str("COHORT_DATA_DIR", ".cohort"),
 		LogLevel:      r.str("COHORT_LOG_LEVEL", "info"),
@@ -218,6 +220,25 @@ func Load(env Getenv) (*Config, error) {
 		return nil, errors.Join(r.errs...)
 	}
 	return c, nil
+}
+
+// DefaultMetricsAddr is where serve and worker serve /metrics (and /healthz) by default: a port
+// apart from the public API's, for Prometheus (PodMonitoring) and the worker's probes.
+const DefaultMetricsAddr = ":9090"
+
+// MetricsListen is the address of role's metrics listener, "" for none: COHORT_METRICS_ADDR
+// ("off": none); unset, DefaultMetricsAddr for serve and worker, and none for dev, which then
+// serves /metrics on its API port instead (one process on a laptop: one port to remember).
+func (c *Config) MetricsListen(role Role) string {
+	switch {
+	case c.MetricsAddr == "off":
+		return ""
+	case c.MetricsAddr != "":
+		return c.MetricsAddr
+	case role == RoleServe || role == RoleWorker:
+		return DefaultMetricsAddr
+	}
+	return ""
 }
 
 // Validate checks that every setting the role needs is present and well formed.

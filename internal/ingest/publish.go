@@ -10,6 +10,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/bus"
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/ingest/wire"
+	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 )
 
@@ -26,11 +27,38 @@ type Publisher interface {
 
 // BusPublisher publishes to the event bus (Pub/Sub or NATS JetStream).
 type BusPublisher struct {
-	s bus.Sender
+	s       bus.Sender
+	kind    string // the bus's name in metrics
+	metrics *metrics.Metrics
 }
 
-// NewBusPublisher publishes through s.
-func NewBusPublisher(s bus.Sender) *BusPublisher { return &BusPublisher{s: s} }
+// NewBusPublisher publishes through s. With WithMetrics it records each publish's latency (under
+// the bus's Kind, when s names it) and the events accepted.
+func NewBusPublisher(s bus.Sender, opts ...Option) *BusPublisher {
+	p := &BusPublisher{s: s, metrics: apply(opts).metrics}
+	if k, ok := s.(interface{ Kind() string }); ok {
+		p.kind = k.Kind()
+	}
+	return p
+}
+
+// Option configures a Service or a BusPublisher.
+type Option func(*options)
+
+type options struct {
+	metrics *metrics.Metrics
+}
+
+func apply(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// WithMetrics records into m.
+func WithMetrics(m *metrics.Metrics) Option { return func(o *options) { o.metrics = m } }
 
 // Publish encodes the events as one wire.Message (or several, when one would be too large for the
 // bus) and waits until the bus has stored every one. An error means the caller must not count
@@ -55,9 +83,13 @@ func (p *BusPublisher) publish(ctx context.Context, tenantID int64, events []war
 		return p.publish(ctx, tenantID, events[half:])
 	}
 	attrs := map[string]string{"tenant_id": strconv.FormatInt(tenantID, 10), "count": strconv.Itoa(len(events))}
-	if err := p.s.Send(ctx, data, attrs); err != nil {
+	start := time.Now()
+	err = p.s.Send(ctx, data, attrs)
+	p.metrics.Published(p.kind, time.Since(start), err)
+	if err != nil {
 		return errors.Join(errs.ErrUnavailable, err)
 	}
+	p.metrics.EventsAccepted(len(events))
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/ingest/wire"
+	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 )
 
@@ -21,13 +22,15 @@ type Caller struct {
 
 // Service accepts events over HTTP.
 type Service struct {
-	pub    Publisher
-	errlog *ErrorLog
-	now    func() time.Time
+	pub     Publisher
+	errlog  *ErrorLog
+	now     func() time.Time
+	metrics *metrics.Metrics // events skipped, by code
 }
 
-func NewService(pub Publisher, errlog *ErrorLog, now func() time.Time) *Service {
-	return &Service{pub: pub, errlog: errlog, now: now}
+// NewService accepts events through pub; WithMetrics counts the events it refuses by code.
+func NewService(pub Publisher, errlog *ErrorLog, now func() time.Time, opts ...Option) *Service {
+	return &Service{pub: pub, errlog: errlog, now: now, metrics: apply(opts).metrics}
 }
 
 // ErrorLog exposes the error log for the errors endpoint.
@@ -46,6 +49,7 @@ func decodeFor(c Caller, raw []byte, received time.Time) (warehouse.Event, *Reje
 func (s *Service) Track(ctx context.Context, c Caller, raw []byte) error {
 	ev, r := decodeFor(c, raw, s.now())
 	if r != nil {
+		s.metrics.EventSkipped(r.Code)
 		s.errlog.Record(c.TenantID, errorTypeOf(r.Code), r.Code+": "+r.Error())
 		return &errs.ValidationError{Code: r.Code, Msg: "event rejected", Fields: map[string]string{r.Field: r.Message}}
 	}
@@ -78,6 +82,7 @@ func (s *Service) TrackBatch(ctx context.Context, c Caller, body []byte) (BatchR
 		return BatchResult{}, err
 	}
 	for _, e := range rejected {
+		s.metrics.EventSkipped(e.Code)
 		s.errlog.Record(c.TenantID, errorTypeOf(e.Code), "events["+strconv.Itoa(e.Index)+"] "+e.Code+": "+e.Message)
 	}
 	if len(events) > 0 {

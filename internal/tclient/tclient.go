@@ -19,11 +19,13 @@ import (
 )
 
 // Dial connects and verifies the connection (with retries for up to 30 s while a cluster starts).
-func Dial(ctx context.Context, cfg config.TemporalConfig, logger *slog.Logger) (client.Client, error) {
+// metrics receives the SDK's metrics (client and workers built on this client); nil: none.
+func Dial(ctx context.Context, cfg config.TemporalConfig, logger *slog.Logger, metrics client.MetricsHandler) (client.Client, error) {
 	opts := client.Options{
-		HostPort:  cfg.Address,
-		Namespace: cfg.Namespace,
-		Logger:    tlog.NewStructuredLogger(logger.With("component", "temporal-client")),
+		HostPort:       cfg.Address,
+		Namespace:      cfg.Namespace,
+		Logger:         tlog.NewStructuredLogger(logger.With("component", "temporal-client")),
+		MetricsHandler: metrics,
 	}
 	if cfg.APIKey != "" {
 		opts.Credentials = client.NewAPIKeyStaticCredentials(cfg.APIKey)

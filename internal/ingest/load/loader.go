@@ -19,6 +19,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/bus"
 	"github.com/cohort-dev/cohort/internal/ingest"
 	"github.com/cohort-dev/cohort/internal/ingest/wire"
+	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 )
 
@@ -50,6 +51,8 @@ type LoaderConfig struct {
 	// DrainTimeout bounds how long a stopping loader keeps storing what it holds (default 5s);
 	// what is left then goes back to the bus, which delivers it again on the next start.
 	DrainTimeout time.Duration
+	// Metrics records batches, events stored, lag, redeliveries and dead letters (nil: none).
+	Metrics *metrics.Metrics
 }
 
 // Loader receives event messages from the bus and applies them through the Sink, acking a
@@ -76,6 +79,8 @@ type partition struct {
 	nEvents int
 	oldest  time.Time
 	kick    chan struct{}
+	// flushing is the batch being written (taken from pending, not yet settled): held for the lag.
+	flushing []*delivery
 }
 
 // delivery is a received message whose events are split over one or more partitions: it is acked
@@ -134,6 +139,9 @@ func (l *Loader) Run(ctx context.Context) error {
 		wg.Go(func() { l.flushLoop(ctx, flushCtx, p) })
 	}
 	wg.Go(func() { l.heartbeat(ctx) })
+	if l.cfg.Metrics != nil {
+		wg.Go(func() { l.reportLag(ctx) })
+	}
 	settings := bus.ReceiveSettings{
 		MaxOutstandingMessages: 4 * l.cfg.MaxBatchEvents,
 		MaxOutstandingBytes:    l.cfg.MaxOutstandingBytes,
@@ -191,7 +199,7 @@ func (l *Loader) add(ctx context.Context, m *bus.Message) {
 		} else {
 			reason += ": unknown version " + strconv.Itoa(msg.V)
 		}
-		l.deadLetter(ctx, m, msg.TenantID, reason, 1)
+		l.deadLetter(ctx, m, msg.TenantID, reason, 1, metrics.DeadLetterUndecodable)
 		return
 	}
 	if len(msg.Events) == 0 { // nothing to store
@@ -205,6 +213,9 @@ func (l *Loader) add(ctx context.Context, m *bus.Message) {
 	d := &delivery{m: m}
 	var full []*partition
 	l.mu.Lock() // held until every share is queued, so no flush can ack d before d.left is whole
+	if m.Deliveries > 1 || l.attempts[m.ID] > 0 {
+		l.cfg.Metrics.Redelivered()
+	}
 	for i, events := range shares {
 		if len(events) == 0 {
 			continue
@@ -301,6 +312,7 @@ func (l *Loader) take(p *partition) (ds []*delivery, evs [][]warehouse.Event, n,
 		k++
 	}
 	ds, evs = p.pending[:k:k], p.decoded[:k:k]
+	p.flushing = ds
 	if k == len(p.pending) {
 		p.pending, p.decoded = nil, nil
 	} else {
@@ -316,11 +328,17 @@ func (l *Loader) flush(ctx context.Context, p *partition) int {
 	if len(ds) == 0 {
 		return 0
 	}
+	defer func() {
+		l.mu.Lock()
+		p.flushing = nil
+		l.mu.Unlock()
+	}()
 	all := make([]warehouse.Event, 0, n)
 	for _, e := range evs {
 		all = append(all, e...)
 	}
-	_, err := l.sink.Apply(ctx, all)
+	stored, err := l.sink.Apply(ctx, all)
+	l.cfg.Metrics.LoaderBatch(len(all), stored, err)
 	if err == nil {
 		l.stored(ds...)
 		return left
@@ -332,7 +350,9 @@ func (l *Loader) flush(ctx context.Context, p *partition) int {
 	l.log.Warn("batch failed; retrying its messages one by one", "messages", len(ds), "error", err)
 	// Isolate the message that fails so one poison message cannot hold the others back.
 	for i, d := range ds {
-		if _, err := l.sink.Apply(ctx, evs[i]); err != nil {
+		stored, err := l.sink.Apply(ctx, evs[i])
+		l.cfg.Metrics.LoaderBatch(len(evs[i]), stored, err)
+		if err != nil {
 			l.failed(ctx, d, evs[i], err)
 			continue
 		}
@@ -391,10 +411,12 @@ func (l *Loader) failed(ctx context.Context, d *delivery, events []warehouse.Eve
 	if len(events) > 0 {
 		tenant = events[0].TenantID
 	}
-	l.deadLetter(ctx, m, tenant, err.Error(), n)
+	l.deadLetter(ctx, m, tenant, err.Error(), n, metrics.DeadLetterStoreFailed)
 }
 
-func (l *Loader) deadLetter(ctx context.Context, m *bus.Message, tenantID int64, reason string, attempts int) {
+// deadLetter stores the message in ingestion_dead_letters and acks it; kind is the reason's class
+// in metrics (metrics.DeadLetterUndecodable, metrics.DeadLetterStoreFailed).
+func (l *Loader) deadLetter(ctx context.Context, m *bus.Message, tenantID int64, reason string, attempts int, kind string) {
 	var tenant any
 	if tenantID > 0 {
 		tenant = tenantID
@@ -409,10 +431,52 @@ func (l *Loader) deadLetter(ctx context.Context, m *bus.Message, tenantID int64,
 		l.errlog.Record(tenantID, ingest.ErrorDeadLetter, "message "+m.ID+" dead-lettered after "+strconv.Itoa(attempts)+" attempt(s): "+reason)
 	}
 	l.log.Error("message dead-lettered", "message_id", m.ID, "attempts", attempts, "reason", reason)
+	l.cfg.Metrics.DeadLettered(kind)
 	l.mu.Lock()
 	delete(l.attempts, m.ID)
 	l.mu.Unlock()
 	m.Ack()
+}
+
+// lagInterval is how often the loader measures its lag.
+const lagInterval = time.Second
+
+// reportLag sets the lag gauge every lagInterval until ctx ends, then to 0 (this loader holds
+// nothing any more).
+func (l *Loader) reportLag(ctx context.Context) {
+	t := time.NewTicker(lagInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			l.cfg.Metrics.LoaderLag(0)
+			return
+		case now := <-t.C:
+			var lag time.Duration
+			if oldest := l.oldestHeld(); !oldest.IsZero() {
+				lag = now.Sub(oldest)
+			}
+			l.cfg.Metrics.LoaderLag(lag)
+		}
+	}
+}
+
+// oldestHeld is the earliest publish time of the messages the loader holds unacked: pending in a
+// partition or in a batch being written (zero: none, or the bus gives no publish times).
+func (l *Loader) oldestHeld() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var oldest time.Time
+	for _, p := range l.parts {
+		for _, ds := range [2][]*delivery{p.pending, p.flushing} {
+			for _, d := range ds {
+				if t := d.m.PublishTime; !d.settled && !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+					oldest = t
+				}
+			}
+		}
+	}
+	return oldest
 }
 
 // heartbeat lets /api/ingestion/health/ see that a loader is alive.
