@@ -133,6 +133,14 @@ func TestPageFromTemplateAPI(t *testing.T) {
 		t.Fatalf("stored page %+v", full)
 	}
 
+	// Without an AIQuery: the template's name titles the page and makes its slug.
+	var bare page.Page
+	ok(t, jsonCall(t, ts, http.MethodPost, "/api/ai-pages/pages/", bearer(f.A), fmt.Sprintf(`{"template_id":%d}`, tpl.ID)), http.StatusCreated, &bare)
+	if len(bare.Blocks) != 2 || bare.Status != page.StatusReady || bare.Title != tpl.Name || bare.Slug == "" || bare.Slug == p.Slug {
+		t.Fatalf("page from a template without a query %+v", bare)
+	}
+	ok(t, jsonCall(t, ts, http.MethodDelete, fmt.Sprintf("/api/ai-pages/pages/%d/", bare.ID), bearer(f.A), ""), http.StatusNoContent, nil)
+
 	// Deleting the template keeps the page's blocks.
 	ok(t, jsonCall(t, ts, http.MethodDelete, fmt.Sprintf("/api/ai-pages/templates/%d/", tpl.ID), bearer(f.A), ""), http.StatusNoContent, nil)
 	ok(t, jsonCall(t, ts, http.MethodGet, fmt.Sprintf("/api/ai-pages/pages/%d/", p.ID), bearer(f.A), ""), http.StatusOK, &full)
@@ -142,6 +150,8 @@ func TestPageFromTemplateAPI(t *testing.T) {
 
 	for _, tc := range []struct{ name, body string }{
 		{"another tenant's template", fmt.Sprintf(`{"query":%d,"template_id":%d,"slug":"x1"}`, q.ID, tplB.ID)},
+		{"another tenant's template, no query", fmt.Sprintf(`{"template_id":%d,"slug":"x5"}`, tplB.ID)},
+		{"neither query nor template", `{"slug":"x6"}`},
 		{"deleted template", fmt.Sprintf(`{"query":%d,"template_id":%d,"slug":"x2"}`, q.ID, tpl.ID)},
 		{"zero", fmt.Sprintf(`{"query":%d,"template_id":0,"slug":"x3"}`, q.ID)},
 		{"not a number", fmt.Sprintf(`{"query":%d,"template_id":"1","slug":"x4"}`, q.ID)},

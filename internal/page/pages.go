@@ -192,16 +192,18 @@ func takenSlugs(ctx context.Context, tx pgx.Tx, tenantID int64, base string, int
 }
 
 // CreatePage records a page for one of the tenant's AIQueries (status generating) and starts its
-// generation. The slug is derived from the query text when not sent (made unique with -2, -3
+// generation. A page made from a template (template_id) starts ready with the template's blocks
+// and starts no generation; it needs no AIQuery, and without one the template's name stands in
+// for the query text below. The slug is derived from the query text when not sent (made unique with -2, -3
 // ...); a slug sent must be free (409 slug_taken). The title defaults to the query text;
 // published to false. Beyond the tenant's page limit it is 403 page_limit_reached. When the
 // generation cannot be started the page is removed again and the error is 503
 // generation_unavailable.
 func (s *Service) CreatePage(ctx context.Context, tenantID int64, in CreateInput) (*Page, error) {
 	f := errs.Fields{}
-	if in.Query == nil {
-		f.Add("query", "is required: the id of one of your AIQueries")
-	} else if *in.Query <= 0 {
+	if in.Query == nil && in.TemplateID == nil {
+		f.Add("query", "is required (unless template_id is sent): the id of one of your AIQueries")
+	} else if in.Query != nil && *in.Query <= 0 {
 		f.Add("query", "must be the id of one of your AIQueries")
 	}
 	if in.Slug != nil {
@@ -222,13 +224,25 @@ func (s *Service) CreatePage(ctx context.Context, tenantID int64, in CreateInput
 	if s.gen == nil && !fromTemplate {
 		return nil, generationUnavailable(errors.New("no generator in this process"))
 	}
+	// queryText names the page (its title and slug when not sent): the AIQuery's text, or for a
+	// page made from a template without a query, the template's name.
 	var queryText string
-	err := s.pool.QueryRow(ctx, `SELECT text FROM ai_queries WHERE tenant_id = $1 AND id = $2`, tenantID, *in.Query).Scan(&queryText)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, errs.Invalid("query", "is not one of your AIQueries")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load AIQuery %d: %w", *in.Query, err)
+	if in.Query != nil {
+		err := s.pool.QueryRow(ctx, `SELECT text FROM ai_queries WHERE tenant_id = $1 AND id = $2`, tenantID, *in.Query).Scan(&queryText)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, errs.Invalid("query", "is not one of your AIQueries")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("load AIQuery %d: %w", *in.Query, err)
+		}
+	} else {
+		err := s.pool.QueryRow(ctx, `SELECT name FROM page_templates WHERE tenant_id = $1 AND id = $2`, tenantID, *in.TemplateID).Scan(&queryText)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, errs.Invalid("template_id", "is not one of your page templates")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("load template %d: %w", *in.TemplateID, err)
+		}
 	}
 	title := queryText
 	if in.Title != nil {
@@ -236,7 +250,7 @@ func (s *Service) CreatePage(ctx context.Context, tenantID int64, in CreateInput
 	}
 	published := in.Published != nil && *in.Published
 	var p *Page
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		limit, count, err := lockTenantPages(ctx, tx, tenantID)
 		if err != nil {
 			return err
@@ -258,7 +272,7 @@ func (s *Service) CreatePage(ctx context.Context, tenantID int64, in CreateInput
 		now := s.now().UTC()
 		p, err = scanPage(tx.QueryRow(ctx, `INSERT INTO generated_pages (tenant_id, query_id, slug, title, published, status, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, 'generating', $6, $6) RETURNING `+pageColumns,
-			tenantID, *in.Query, slug, title, published, now))
+			tenantID, in.Query, slug, title, published, now))
 		switch {
 		case isSlugConflict(err):
 			return slugTaken(slug)
