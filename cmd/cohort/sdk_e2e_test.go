@@ -8,15 +8,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-)
 
-// sdkDir is the client library's package, from this package's directory.
-const sdkDir = "../../sdk/js"
+	"github.com/cohort-dev/cohort/internal/testenv"
+)
 
 // TestClientLibraryAgainstDev runs the client library's end-to-end tests (sdk/js/test/e2e, Node's
 // test runner) against a real cohort dev: the library itself with a secret and with a public key,
@@ -38,7 +36,7 @@ func TestClientLibraryAgainstDev(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "--test-concurrency=1", "test/e2e/")
-	cmd.Dir = sdkDir
+	cmd.Dir = testenv.SDKDir(t)
 	cmd.Env = append(os.Environ(),
 		"COHORT_E2E_API_URL="+s.base,
 		"COHORT_E2E_SECRET_KEY="+s.secret,
@@ -92,28 +90,13 @@ func warehouseInspector(pool *pgxpool.Pool, tenantID int64) http.Handler {
 }
 
 // nodeTool returns the node binary, with the client library's npm packages installed from its
-// lockfile (npm ci) when they are missing or older than the lockfile.
+// lockfile (testenv.NodeTools runs npm ci when they are missing or older than the lockfile).
 func nodeTool(t *testing.T) string {
 	t.Helper()
+	testenv.NodeTools(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatal("node (>= 18) is needed for the client library's tests: install Node.js")
-	}
-	lock, err := os.Stat(filepath.Join(sdkDir, "package-lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	installed, err := os.Stat(filepath.Join(sdkDir, "node_modules", ".package-lock.json"))
-	if err != nil || installed.ModTime().Before(lock.ModTime()) {
-		npm, err := exec.LookPath("npm")
-		if err != nil {
-			t.Fatal("npm is needed to install the client library's test packages")
-		}
-		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = sdkDir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in sdk/js: %v\n%s", err, out)
-		}
 	}
 	return node
 }

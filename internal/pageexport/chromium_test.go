@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/block"
+	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 // standInBundle stands in for the client library's browser bundle (sdk/js/dist/cohort.min.js):
@@ -48,7 +49,8 @@ type chromiumReport struct {
 // visible, none of the hostile text ran, the design tokens apply, the tracking snippet loaded the
 // bundle from the API and sent its request with the tenant's key; a screenshot is kept.
 func TestHTMLRendersInChromium(t *testing.T) {
-	sdk := sdkDir(t)
+	testenv.NodeTools(t) // installs sdk/js's npm packages, playwright-core among them
+	sdk := testenv.SDKDir(t)
 	requireTool(t, filepath.Join(sdk, "node_modules", "playwright-core", "package.json"), "playwright-core")
 	chromium := "/usr/bin/chromium"
 	requireTool(t, chromium, "Chromium (Debian's chromium package)")

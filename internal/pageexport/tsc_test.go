@@ -5,31 +5,22 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-)
 
-// sdkDir is the client library's package, whose node_modules hold TypeScript and playwright-core
-// (installed from its lockfile by the project's setup: npm ci in sdk/js).
-func sdkDir(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "..", "sdk", "js"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
+	"github.com/cohort-dev/cohort/internal/testenv"
+)
 
 func requireTool(t *testing.T, path, what string) {
 	t.Helper()
 	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s is missing at %s (run npm ci in sdk/js): %v", what, path, err)
+		t.Fatalf("%s is missing at %s: %v", what, path, err)
 	}
 }
 
 // TestTSXCompiles compiles the TSX export of a page with every block type and hostile text in
 // every prop with tsc --strict (react-jsx, React declared by testdata/react.d.ts).
 func TestTSXCompiles(t *testing.T) {
-	tsc := filepath.Join(sdkDir(t), "node_modules", ".bin", "tsc")
-	requireTool(t, tsc, "TypeScript")
+	tsc := filepath.Join(testenv.NodeTools(t), "tsc")
+	requireTool(t, tsc, "TypeScript (sdk/js's typescript package)")
 	dir := t.TempDir()
 	empty := *fullContent("", "").Page
 	empty.Blocks, empty.IntroCopy = nil, ""
