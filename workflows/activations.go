@@ -12,6 +12,7 @@ import (
 
 	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/internal/connector"
+	"github.com/cohort-dev/cohort/workflows/summary"
 )
 
 // KindActivationSync is the workflow-ID kind of a connector sync:
@@ -112,6 +113,8 @@ func ActivationSync(ctx workflow.Context, in ActivationSyncInput) (ActivationSyn
 type SyncJobs struct {
 	Client    client.Client
 	TaskQueue string
+	// Names finds the names of the workflows' summaries (summary.Store); nil: ids only.
+	Names Namer
 }
 
 // SyncWorkflowID names the workflow of a manual sync run (ManualSyncID).
@@ -121,12 +124,13 @@ func (j *SyncJobs) SyncWorkflowID(tenantID, connectorID, syncRunID int64) string
 
 // StartSync starts the workflow of a queued manual sync run.
 func (j *SyncJobs) StartSync(ctx context.Context, tenantID, segmentID, connectorID, syncRunID int64) error {
-	_, err := j.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	names := lookup(ctx, j.Names, tenantID, summary.Connector, connectorID)
+	_, err := j.Client.ExecuteWorkflow(ctx, manualSyncMeta(tenantID, segmentID, connectorID, syncRunID, names).apply(client.StartWorkflowOptions{
 		ID:                       ManualSyncID(tenantID, connectorID, syncRunID),
 		TaskQueue:                j.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		TypedSearchAttributes:    ConnectorSearchAttributes(tenantID, segmentID, connectorID),
-	}, ActivationSyncWorkflow, ActivationSyncInput{
+	}), ActivationSyncWorkflow, ActivationSyncInput{
 		TenantID: tenantID, SegmentID: segmentID, ConnectorID: connectorID, SyncRunID: syncRunID, Trigger: TriggerManual,
 	})
 	return unavailable(fmt.Sprintf("start sync of connector %d", connectorID), err)

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/cohort-dev/cohort/internal/catalog"
+	"github.com/cohort-dev/cohort/workflows/summary"
 )
 
 // ProductEmbeddingJobs starts or wakes the tenants' embedding workflows (client side). It is the
@@ -14,6 +15,8 @@ import (
 type ProductEmbeddingJobs struct {
 	Client    client.Client
 	TaskQueue string
+	// Names finds the names of the workflows' summaries (summary.Store); nil: ids only.
+	Names Namer
 }
 
 var _ catalog.EmbeddingScheduler = (*ProductEmbeddingJobs)(nil)
@@ -21,12 +24,13 @@ var _ catalog.EmbeddingScheduler = (*ProductEmbeddingJobs)(nil)
 // ScheduleEmbeddings signals the tenant's ProductEmbeddings workflow, starting it when none runs.
 func (j *ProductEmbeddingJobs) ScheduleEmbeddings(ctx context.Context, tenantID int64) error {
 	id := ProductEmbeddingsID(tenantID)
-	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalEmbed, nil, client.StartWorkflowOptions{
+	names := lookup(ctx, j.Names, tenantID, summary.Tenant, tenantID)
+	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalEmbed, nil, productEmbeddingsMeta(tenantID, names).apply(client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                j.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		TypedSearchAttributes:    TenantSearchAttributes(tenantID),
-	}, ProductEmbeddings, ProductEmbeddingsInput{TenantID: tenantID, Limit: EmbedBatch})
+	}), ProductEmbeddings, ProductEmbeddingsInput{TenantID: tenantID, Limit: EmbedBatch})
 	return unavailable("schedule product embeddings", err)
 }

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/cohort-dev/cohort/activities"
+	"github.com/cohort-dev/cohort/workflows/summary"
 )
 
 // KindCatalogImport is the CSV import workflow's kind.
@@ -67,18 +68,21 @@ func CatalogImport(ctx workflow.Context, in CatalogImportInput) (activities.RunI
 type CatalogImportJobs struct {
 	Client    client.Client
 	TaskQueue string
+	// Names finds the names of the workflows' summaries (summary.Store); nil: ids only.
+	Names Namer
 }
 
 // StartImport starts the job's import, or finds the one already running; it returns the id.
 func (j *CatalogImportJobs) StartImport(ctx context.Context, tenantID, jobID int64) (string, error) {
 	id := CatalogImportID(tenantID, jobID)
-	_, err := j.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	names := lookup(ctx, j.Names, tenantID, summary.ImportJob, jobID)
+	_, err := j.Client.ExecuteWorkflow(ctx, catalogImportMeta(tenantID, jobID, names).apply(client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                j.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		TypedSearchAttributes:    TenantSearchAttributes(tenantID),
-	}, CatalogImport, CatalogImportInput{TenantID: tenantID, JobID: jobID})
+	}), CatalogImport, CatalogImportInput{TenantID: tenantID, JobID: jobID})
 	if err != nil {
 		return id, unavailable("start catalog import", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/internal/pageexport"
+	"github.com/cohort-dev/cohort/workflows/summary"
 )
 
 // KindPageExport is the page export workflow.
@@ -61,6 +62,8 @@ func PageExport(ctx workflow.Context, in PageExportInput) (activities.BuildPageE
 type PageExportJobs struct {
 	Client    client.Client
 	TaskQueue string
+	// Names finds the names of the workflows' summaries (summary.Store); nil: ids only.
+	Names Namer
 }
 
 var _ pageexport.Starter = (*PageExportJobs)(nil)
@@ -68,12 +71,13 @@ var _ pageexport.Starter = (*PageExportJobs)(nil)
 // StartExport starts the build of a recorded export.
 func (j *PageExportJobs) StartExport(ctx context.Context, tenantID, exportID int64) error {
 	id := PageExportID(tenantID, exportID)
-	_, err := j.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	names := lookup(ctx, j.Names, tenantID, summary.PageExport, exportID)
+	_, err := j.Client.ExecuteWorkflow(ctx, pageExportMeta(tenantID, exportID, names).apply(client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                j.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		TypedSearchAttributes:    TenantSearchAttributes(tenantID),
-	}, PageExport, PageExportInput{TenantID: tenantID, ExportID: exportID})
+	}), PageExport, PageExportInput{TenantID: tenantID, ExportID: exportID})
 	return unavailable("start page export", err)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/internal/feed"
+	"github.com/cohort-dev/cohort/workflows/summary"
 )
 
 // KindFeedSync is the feed sync workflow's kind.
@@ -140,6 +141,8 @@ func isFeedGone(err error) bool {
 type FeedJobs struct {
 	Client    client.Client
 	TaskQueue string
+	// Names finds the names of the workflows' summaries (summary.Store); nil: ids only.
+	Names Namer
 }
 
 var _ feed.SyncStarter = (*FeedJobs)(nil)
@@ -148,12 +151,13 @@ var _ feed.SyncStarter = (*FeedJobs)(nil)
 // current run; see FeedSync).
 func (j *FeedJobs) StartSync(ctx context.Context, tenantID, feedID int64) error {
 	id := FeedSyncID(tenantID, feedID)
-	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalFeedSync, nil, client.StartWorkflowOptions{
+	names := lookup(ctx, j.Names, tenantID, summary.Feed, feedID)
+	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalFeedSync, nil, feedSyncMeta(tenantID, feedID, names).apply(client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                j.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		TypedSearchAttributes:    TenantSearchAttributes(tenantID),
-	}, FeedSync, FeedSyncInput{TenantID: tenantID, FeedID: feedID})
+	}), FeedSync, FeedSyncInput{TenantID: tenantID, FeedID: feedID})
 	return unavailable("start feed sync", err)
 }

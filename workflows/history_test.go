@@ -10,10 +10,19 @@ import (
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 )
 
+// recordEnv set to 1 makes the server tests of the workflows recorded since issue 24
+// (replay_test.go) write their histories into testdata again.
+const recordEnv = "COHORT_RECORD_HISTORIES"
+
+// recording says whether the server tests record their histories (recordEnv).
+func recording() bool { return os.Getenv(recordEnv) != "" }
+
 // replayHistories replays each recorded history in testdata against the workflow functions of
-// today: a change that breaks a running execution's command sequence fails here.
+// today (each a function, or a Definition registered under its name): a change that breaks a
+// running execution's command sequence fails here.
 func replayHistories(t *testing.T, names []string, fns ...any) {
 	t.Helper()
 	for _, name := range names {
@@ -24,6 +33,10 @@ func replayHistories(t *testing.T, names []string, fns ...any) {
 			}
 			r := worker.NewWorkflowReplayer()
 			for _, fn := range fns {
+				if d, ok := fn.(Definition); ok {
+					r.RegisterWorkflowWithOptions(d.Func, workflow.RegisterOptions{Name: d.Name})
+					continue
+				}
 				r.RegisterWorkflow(fn)
 			}
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, path); err != nil {

@@ -210,6 +210,8 @@ func failureType(err error) string {
 type PageBulkGenerateInput struct {
 	TenantID int64
 	JobID    int64
+	// TenantSlug is for the summaries of the pages' workflows only ("" before it existed).
+	TenantSlug string `json:",omitempty"`
 }
 
 // PageBulkGenerateResult is the job as it ended (Status complete or partial_failure); an
@@ -251,7 +253,7 @@ func PageBulkGenerate(ctx workflow.Context, in PageBulkGenerateInput) (PageBulkG
 			next++
 			running++
 			workflow.Go(ctx, func(gctx workflow.Context) {
-				msg := bulkPage(gctx, in.TenantID, pageID)
+				msg := bulkPage(gctx, in, pageID)
 				if err := workflow.ExecuteActivity(shortActivity(gctx), pageActs.FinishBulkPage, activities.FinishBulkPageInput{
 					TenantID: in.TenantID, JobID: in.JobID, PageID: pageID, Error: msg,
 				}).Get(gctx, nil); err != nil && recordErr == nil {
@@ -287,7 +289,9 @@ func PageBulkGenerate(ctx workflow.Context, in PageBulkGenerateInput) (PageBulkG
 // bulkPage generates one page of a bulk job as a child workflow and returns its error message
 // ("" when the page is ready). When a generation of the page already runs (a regenerate), it
 // waits and starts the page's generation again once that one has ended.
-func bulkPage(ctx workflow.Context, tenantID, pageID int64) string {
+func bulkPage(ctx workflow.Context, in PageBulkGenerateInput, pageID int64) string {
+	tenantID := in.TenantID
+	md := bulkPageMeta(tenantID, in.TenantSlug, in.JobID, pageID)
 	wait := bulkFollowWait
 	for {
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
@@ -296,6 +300,8 @@ func bulkPage(ctx workflow.Context, tenantID, pageID int64) string {
 			// A page whose generation started completes it even when the job is terminated.
 			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 			TypedSearchAttributes: TenantSearchAttributes(tenantID),
+			StaticSummary:         md.Summary,
+			StaticDetails:         md.Details,
 		})
 		f := workflow.ExecuteChildWorkflow(cctx, PageGenerate, PageGenerateInput{TenantID: tenantID, PageID: pageID})
 		if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/cohort-dev/cohort/internal/page"
+	"github.com/cohort-dev/cohort/workflows/summary"
 )
 
 // PageJobs starts the page generation workflows from the API (client side). It is the page
@@ -14,6 +15,8 @@ import (
 type PageJobs struct {
 	Client    client.Client
 	TaskQueue string
+	// Names finds the names of the workflows' summaries (summary.Store); nil: ids only.
+	Names Namer
 }
 
 var _ page.Generator = (*PageJobs)(nil)
@@ -22,13 +25,14 @@ var _ page.Generator = (*PageJobs)(nil)
 // request or runs once more after it; see PageGenerate), so two never run at once.
 func (j *PageJobs) StartGeneration(ctx context.Context, tenantID, pageID int64) error {
 	id := PageGenerateID(tenantID, pageID)
-	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalGenerate, nil, client.StartWorkflowOptions{
+	names := lookup(ctx, j.Names, tenantID, summary.Page, pageID)
+	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalGenerate, nil, pageGenerateMeta(tenantID, pageID, names).apply(client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                j.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		TypedSearchAttributes:    TenantSearchAttributes(tenantID),
-	}, PageGenerate, PageGenerateInput{TenantID: tenantID, PageID: pageID})
+	}), PageGenerate, PageGenerateInput{TenantID: tenantID, PageID: pageID})
 	return unavailable("start page generation", err)
 }
 
@@ -37,12 +41,13 @@ func (j *PageJobs) StartGeneration(ctx context.Context, tenantID, pageID int64) 
 // harmless: it finds no pending page and leaves the job as it ended.
 func (j *PageJobs) StartBulk(ctx context.Context, tenantID, jobID int64) error {
 	id := PageBulkGenerateID(tenantID, jobID)
-	_, err := j.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	names := lookup(ctx, j.Names, tenantID, summary.Tenant, tenantID)
+	_, err := j.Client.ExecuteWorkflow(ctx, pageBulkMeta(tenantID, jobID, names).apply(client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                j.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		TypedSearchAttributes:    TenantSearchAttributes(tenantID),
-	}, PageBulkGenerate, PageBulkGenerateInput{TenantID: tenantID, JobID: jobID})
+	}), PageBulkGenerate, PageBulkGenerateInput{TenantID: tenantID, JobID: jobID, TenantSlug: names.Tenant})
 	return unavailable("start bulk page generation", err)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/internal/catalog/prodseg"
+	"github.com/cohort-dev/cohort/workflows/summary"
 )
 
 // KindProductSegmentCompute is the workflow-ID kind of a product segment's compute.
@@ -116,19 +117,22 @@ func ProductSegmentCompute(ctx workflow.Context, in ProductSegmentComputeInput) 
 type ProductSegmentJobs struct {
 	Client    client.Client
 	TaskQueue string
+	// Names finds the names of the workflows' summaries (summary.Store); nil: ids only.
+	Names Namer
 }
 
 // StartCompute starts the segment's compute, or signals the one running (which joins the request
 // or runs once more), and returns the workflow id: prodseg.ComputeStarter.
 func (j *ProductSegmentJobs) StartCompute(ctx context.Context, tenantID, segmentID int64) (string, error) {
 	id := ProductSegmentComputeID(tenantID, segmentID)
-	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalCompute, nil, client.StartWorkflowOptions{
+	names := lookup(ctx, j.Names, tenantID, summary.ProductSegment, segmentID)
+	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalCompute, nil, productSegmentMeta(tenantID, segmentID, names).apply(client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                j.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		TypedSearchAttributes:    TenantSearchAttributes(tenantID),
-	}, ProductSegmentCompute, ProductSegmentComputeInput{TenantID: tenantID, SegmentID: segmentID})
+	}), ProductSegmentCompute, ProductSegmentComputeInput{TenantID: tenantID, SegmentID: segmentID})
 	if err != nil {
 		return id, unavailable("start product segment compute", err)
 	}

@@ -43,6 +43,10 @@ func SegmentSearchAttributes(tenantID, segmentID int64) temporal.SearchAttribute
 type SegmentComputeInput struct {
 	TenantID  int64
 	SegmentID int64
+	// TenantSlug and SegmentName are for the summaries of the sync children only (the names
+	// when the execution was started; "" in executions started before they existed).
+	TenantSlug  string `json:",omitempty"`
+	SegmentName string `json:",omitempty"`
 }
 
 // SegmentComputeResult is the last run's outcome (of this execution: one that continued as new
@@ -216,10 +220,13 @@ func fanOut(ctx, short workflow.Context, in SegmentComputeInput, runID int64) er
 	}
 	var errs []error
 	for _, id := range targets.ConnectorIDs {
+		md := recomputeSyncMeta(in, id, runID)
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 			WorkflowID:            ActivationSyncID(in.TenantID, id, runID),
 			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 			TypedSearchAttributes: ConnectorSearchAttributes(in.TenantID, in.SegmentID, id),
+			StaticSummary:         md.Summary,
+			StaticDetails:         md.Details,
 		})
 		f := workflow.ExecuteChildWorkflow(cctx, ActivationSyncWorkflow, ActivationSyncInput{
 			TenantID: in.TenantID, SegmentID: in.SegmentID, ConnectorID: id, RunID: runID, Trigger: TriggerRecompute,

@@ -14,30 +14,40 @@ import (
 	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/segment"
+	"github.com/cohort-dev/cohort/workflows/summary"
 )
 
 // SegmentJobs starts the segment workflows from the API (client side; no workflow code here).
 type SegmentJobs struct {
 	Client    client.Client
 	TaskQueue string
+	// Names finds the names of the workflows' summaries (summary.Store); nil: ids only.
+	Names Namer
 }
 
-func (j *SegmentJobs) options(id string, tenantID, segmentID int64) client.StartWorkflowOptions {
-	return client.StartWorkflowOptions{
+func (j *SegmentJobs) options(id string, tenantID, segmentID int64, md meta) client.StartWorkflowOptions {
+	return md.apply(client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                j.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		TypedSearchAttributes:    SegmentSearchAttributes(tenantID, segmentID),
-	}
+	})
+}
+
+// computeStart is the input and the summary of a segment's compute.
+func (j *SegmentJobs) computeStart(ctx context.Context, tenantID, segmentID int64) (SegmentComputeInput, meta) {
+	names := lookup(ctx, j.Names, tenantID, summary.Segment, segmentID)
+	in := SegmentComputeInput{TenantID: tenantID, SegmentID: segmentID, TenantSlug: names.Tenant, SegmentName: names.Name}
+	return in, segmentComputeMeta(tenantID, segmentID, names)
 }
 
 // Compute starts the segment's compute, or joins the one running (see SegmentCompute). It
 // returns the workflow id.
 func (j *SegmentJobs) Compute(ctx context.Context, tenantID, segmentID int64) (string, error) {
 	id := SegmentComputeID(tenantID, segmentID)
-	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalCompute, nil, j.options(id, tenantID, segmentID),
-		SegmentCompute, SegmentComputeInput{TenantID: tenantID, SegmentID: segmentID})
+	in, md := j.computeStart(ctx, tenantID, segmentID)
+	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalCompute, nil, j.options(id, tenantID, segmentID, md), SegmentCompute, in)
 	if err != nil {
 		return id, unavailable("start segment compute", err)
 	}
@@ -48,8 +58,8 @@ func (j *SegmentJobs) Compute(ctx context.Context, tenantID, segmentID int64) (s
 // running one to run again when it ends.
 func (j *SegmentJobs) Recompute(ctx context.Context, tenantID, segmentID int64) (string, error) {
 	id := SegmentComputeID(tenantID, segmentID)
-	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalRecompute, nil, j.options(id, tenantID, segmentID),
-		SegmentCompute, SegmentComputeInput{TenantID: tenantID, SegmentID: segmentID})
+	in, md := j.computeStart(ctx, tenantID, segmentID)
+	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalRecompute, nil, j.options(id, tenantID, segmentID, md), SegmentCompute, in)
 	if err != nil {
 		return id, unavailable("start segment recompute", err)
 	}
@@ -59,7 +69,8 @@ func (j *SegmentJobs) Recompute(ctx context.Context, tenantID, segmentID int64) 
 // Export starts the export workflow.
 func (j *SegmentJobs) Export(ctx context.Context, tenantID, segmentID, exportID int64) error {
 	id := SegmentExportID(tenantID, exportID)
-	_, err := j.Client.ExecuteWorkflow(ctx, j.options(id, tenantID, segmentID), SegmentExport, SegmentExportInput{TenantID: tenantID, ExportID: exportID})
+	md := segmentExportMeta(tenantID, segmentID, exportID, lookup(ctx, j.Names, tenantID, summary.SegmentExport, exportID))
+	_, err := j.Client.ExecuteWorkflow(ctx, j.options(id, tenantID, segmentID, md), SegmentExport, SegmentExportInput{TenantID: tenantID, ExportID: exportID})
 	return unavailable("start segment export", err)
 }
 
@@ -71,7 +82,8 @@ func (j *SegmentJobs) Draft(ctx context.Context, tenantID, segmentID int64) (*se
 	ctx, cancel := context.WithTimeout(ctx, DraftTimeout)
 	defer cancel()
 	id := SegmentDraftID(tenantID, segmentID)
-	run, err := j.Client.ExecuteWorkflow(ctx, j.options(id, tenantID, segmentID), SegmentDraft, SegmentDraftInput{TenantID: tenantID, SegmentID: segmentID})
+	md := segmentDraftMeta(tenantID, segmentID, lookup(ctx, j.Names, tenantID, summary.Segment, segmentID))
+	run, err := j.Client.ExecuteWorkflow(ctx, j.options(id, tenantID, segmentID, md), SegmentDraft, SegmentDraftInput{TenantID: tenantID, SegmentID: segmentID})
 	if err != nil {
 		return nil, unavailable("start segment draft", err)
 	}
@@ -119,12 +131,15 @@ func (j *SegmentJobs) SetRefresh(ctx context.Context, tenantID, segmentID int64,
 		return nil
 	}
 	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}}
+	in, md := j.computeStart(ctx, tenantID, segmentID)
 	action := &client.ScheduleWorkflowAction{
 		ID:                    SegmentComputeID(tenantID, segmentID),
 		Workflow:              SegmentCompute,
-		Args:                  []any{SegmentComputeInput{TenantID: tenantID, SegmentID: segmentID}},
+		Args:                  []any{in},
 		TaskQueue:             j.TaskQueue,
 		TypedSearchAttributes: SegmentSearchAttributes(tenantID, segmentID),
+		StaticSummary:         md.Summary,
+		StaticDetails:         md.Details,
 	}
 	err := h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
 		sched := in.Description.Schedule

@@ -27,7 +27,7 @@ func (c *core) activationsAPI(tc client.Client) *api.ActivationsDeps {
 	return &api.ActivationsDeps{
 		Service: connector.NewService(c.db.Gorm, c.db.Pool, c.box, time.Now, connector.Options{
 			AllowHTTP: c.cfg.AllowPrivateNetworks,
-			Starter:   &workflows.SyncJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue},
+			Starter:   &workflows.SyncJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue, Names: workflows.NamesFrom(c.db.Pool)},
 		}),
 	}
 }

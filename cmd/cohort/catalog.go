@@ -29,12 +29,12 @@ type catalogParts struct {
 // text (API, bulk, import) kicks the tenant's embedding workflow through tc; confirming an
 // import and requesting a product segment's compute start their workflows through tc.
 func (c *core) openCatalog(tc client.Client) *catalogParts {
-	jobs := &workflows.ProductEmbeddingJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue}
+	jobs := &workflows.ProductEmbeddingJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue, Names: workflows.NamesFrom(c.db.Pool)}
 	svc := catalog.NewService(c.db.Pool, time.Now, catalog.WithEmbeddingScheduler(jobs, func(tenantID int64, err error) {
 		c.log.Warn("kick product embeddings (the sweep retries within a minute)", "tenant", tenantID, "error", err)
 	}))
-	imps := &workflows.CatalogImportJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue}
-	segs := &workflows.ProductSegmentJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue}
+	imps := &workflows.CatalogImportJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue, Names: workflows.NamesFrom(c.db.Pool)}
+	segs := &workflows.ProductSegmentJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue, Names: workflows.NamesFrom(c.db.Pool)}
 	return &catalogParts{
 		svc:        svc,
 		imports:    imports.NewService(c.db.Pool, svc, c.blob, imps, time.Now),

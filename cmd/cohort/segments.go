@@ -37,7 +37,7 @@ func (c *core) openSegments(in *ingestion) *segments {
 // workflows through tc, and the membership cache, whose listener runs until ctx ends or the core
 // closes (which waits for it).
 func (c *core) segmentsAPI(ctx context.Context, s *segments, tc client.Client) *api.SegmentsDeps {
-	jobs := &workflows.SegmentJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue}
+	jobs := &workflows.SegmentJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue, Names: workflows.NamesFrom(c.db.Pool)}
 	svc := segment.NewService(c.db.Gorm, c.db.Pool, time.Now, jobs)
 	cache := segment.NewMembershipCache(svc, c.db.Pool, c.log, segment.CacheOptions{})
 	c.closers = append(c.closers, superviseCache(ctx, cache, c.log))

@@ -35,7 +35,7 @@ func (c *core) exportsAPI(d *api.Deps, tc client.Client) {
 	if c.blob == nil {
 		return
 	}
-	svc := c.openExports(&workflows.PageExportJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue})
+	svc := c.openExports(&workflows.PageExportJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue, Names: workflows.NamesFrom(c.db.Pool)})
 	d.Exports = &api.ExportsDeps{Service: svc, PublicURL: c.cfg.PublicBaseURL}
 }
 

@@ -23,7 +23,7 @@ func (c *core) openFeeds(tc client.Client, cat feed.Catalog) *feed.Service {
 	opts.HTTP = safehttp.NewClient(safehttp.Options{
 		AllowPrivate: opts.AllowPrivate, Timeout: feed.DefaultTimeout, MaxResponseBytes: feed.DefaultMaxBytes, Logger: c.log,
 	})
-	return feed.NewService(c.db.Pool, cat, &workflows.FeedJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue}, time.Now, opts)
+	return feed.NewService(c.db.Pool, cat, &workflows.FeedJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue, Names: workflows.NamesFrom(c.db.Pool)}, time.Now, opts)
 }
 
 // feedsAPI sets the /api/ai-pages/feeds/ endpoints' dependencies. The API only reads the product

@@ -16,7 +16,7 @@ import (
 // search (searchFor) and the AI provider that writes the copy. The page service's generator is
 // the same workflows.PageJobs the API's is (pagesAPI), so both start the same workflows.
 func (c *core) pagesWorker(tc client.Client, provider ai.Provider, srch *search.Service) worker.Registration {
-	pages := c.openPages(&workflows.PageJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue})
+	pages := c.openPages(&workflows.PageJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue, Names: workflows.NamesFrom(c.db.Pool)})
 	acts := activities.NewPages(pages, srch, provider)
 	return func(r sdkworker.Registry) {
 		r.RegisterWorkflow(workflows.PageGenerate)

@@ -17,7 +17,7 @@ import (
 // until the core closes, which a role does after its HTTP server stopped, so the reads of the
 // last requests are written too.
 func (c *core) pagesAPI(tc client.Client) *api.PagesDeps {
-	svc := c.openPages(&workflows.PageJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue})
+	svc := c.openPages(&workflows.PageJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue, Names: workflows.NamesFrom(c.db.Pool)})
 	c.closers = append(c.closers, supervisePageCounts(svc, c.log))
 	return &api.PagesDeps{Service: svc}
 }
