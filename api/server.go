@@ -106,6 +106,7 @@ func New(d Deps) *Server {
 	e.ContextWithFallback = true
 	s := &Server{d: d, engine: e, bodyLimits: map[string]int64{}, metrics: newHTTPMetrics(d.Registry), sdk: newSDKAsset(d.SDK)}
 	// observe wraps recover so a panic still counts as a 500 in metrics and the access log.
+	e.Use(s.tracing) // a server span per request (tracing.go), around everything below
 	e.Use(s.requestID, s.observe, s.recover, s.limitBody)
 	// CORS for the browser-callable endpoints only (cors.go); a global middleware so that it also
 	// answers preflights, which gin routes to NoMethod/NoRoute.

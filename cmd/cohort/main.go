@@ -12,9 +12,11 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cohort-dev/cohort/api"
 	"github.com/cohort-dev/cohort/internal/config"
+	"github.com/cohort-dev/cohort/internal/telemetry"
 )
 
 const usage = `usage: cohort <command> [flags]
@@ -52,6 +54,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "dev", "serve", "worker", "migrate":
 		logger.Info("cohort starting", "command", cmd, "version", api.Version)
+	}
+	switch cmd {
+	case "dev", "serve", "worker":
+		// OpenTelemetry tracing: exported over OTLP when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is
+		// set, otherwise off; spans still buffered are flushed on the way out.
+		shutdown, terr := telemetry.Setup(ctx, cfg.Telemetry, telemetry.Service{Version: api.Version, Role: cmd, Logger: logger})
+		if terr != nil {
+			_, _ = fmt.Fprintf(stderr, "cohort %s: %v\n", cmd, terr)
+			return 2
+		}
+		if cfg.Telemetry.TracingEnabled() {
+			logger.Info("tracing on", "otlp_endpoint", cfg.Telemetry.Endpoint, "service", cfg.Telemetry.ServiceName)
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := shutdown(sctx); err != nil {
+				logger.Warn("flush traces", "error", err)
+			}
+		}()
 	}
 	switch cmd {
 	case "dev":

@@ -32,18 +32,38 @@ type Message struct {
 	ack    func()
 	nack   func()
 	settle func() // releases what the receiver's flow control counted for the message
+	// ctx carries the delivery's span, a child of the publisher's (see Context).
+	ctx context.Context
+	// finish ends the delivery's span with the outcome, "ack" or "nack"; nil when the bus's
+	// client ends it itself (Pub/Sub).
+	finish func(outcome string)
 }
 
 // Ack tells the bus the message is handled: it is not delivered again.
-func (m *Message) Ack() { m.once.Do(func() { m.ack(); m.done() }) }
+func (m *Message) Ack() { m.once.Do(func() { m.ack(); m.done("ack") }) }
 
 // Nack hands the message back for redelivery.
-func (m *Message) Nack() { m.once.Do(func() { m.nack(); m.done() }) }
+func (m *Message) Nack() { m.once.Do(func() { m.nack(); m.done("nack") }) }
 
-func (m *Message) done() {
+func (m *Message) done(outcome string) {
+	if m.finish != nil {
+		m.finish(outcome)
+	}
 	if m.settle != nil {
 		m.settle()
 	}
+}
+
+// Context carries the trace of the message: the span of its delivery, whose parent is the
+// span that published it (the API request that accepted the events), so work done for the
+// message joins the publisher's trace. It carries no deadline or cancellation: combine it with
+// the receiver's own context, e.g. trace.ContextWithSpan(ctx, trace.SpanFromContext(m.Context())).
+// Background when the bus carried no trace context.
+func (m *Message) Context() context.Context {
+	if m.ctx == nil {
+		return context.Background()
+	}
+	return m.ctx
 }
 
 // ReceiveSettings bound what a receiver holds: messages handed to the handler and not yet acked or

@@ -197,9 +197,13 @@ func (n *NATS) Send(ctx context.Context, data []byte, attrs map[string]string) e
 	for k, v := range attrs {
 		msg.Header[k] = []string{v}
 	}
+	ctx, span := n.startPublish(ctx, msg)
 	if _, err := n.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(n.cfg.Stream)); err != nil {
-		return fmt.Errorf("publish to nats stream %s: %w", n.cfg.Stream, err)
+		err = fmt.Errorf("publish to nats stream %s: %w", n.cfg.Stream, err)
+		endSpan(span, err)
+		return err
 	}
+	endSpan(span, nil)
 	return nil
 }
 
@@ -278,6 +282,7 @@ func (n *NATS) deliver(jm jetstream.Msg, w *window, held *heldSet, h Handler) {
 		m.ID = strconv.FormatUint(meta.Sequence.Stream, 10)
 		m.PublishTime, m.Deliveries = meta.Timestamp, int(meta.NumDelivered)
 	}
+	n.startDelivery(m, jm.Headers())
 	id := m.ID
 	size := len(jm.Data())
 	w.add(size)

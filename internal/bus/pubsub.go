@@ -42,7 +42,10 @@ func OpenPubSub(ctx context.Context, cfg PubSubConfig) (*PubSub, error) {
 	if cfg.Project == "" || cfg.Topic == "" {
 		return nil, errors.New("pubsub: project and topic are required")
 	}
-	c, err := pubsub.NewClient(ctx, cfg.Project, cfg.ClientOptions...)
+	// The client's own OpenTelemetry spans (publish, subscribe, process), on the global provider
+	// (no-op unless internal/telemetry set one up); it carries the trace context in the
+	// messages' googclient_ attributes.
+	c, err := pubsub.NewClientWithConfig(ctx, cfg.Project, &pubsub.ClientConfig{EnableOpenTelemetryTracing: true}, cfg.ClientOptions...)
 	if err != nil {
 		return nil, fmt.Errorf("pubsub client: %w", err)
 	}
@@ -121,12 +124,15 @@ func (b *PubSub) Receive(ctx context.Context, s ReceiveSettings, h Handler) erro
 	if s.MaxOutstandingBytes > 0 {
 		sub.ReceiveSettings.MaxOutstandingBytes = s.MaxOutstandingBytes
 	}
-	return sub.Receive(ctx, func(_ context.Context, m *pubsub.Message) {
+	return sub.Receive(ctx, func(mctx context.Context, m *pubsub.Message) {
 		deliveries := 0
 		if m.DeliveryAttempt != nil {
 			deliveries = *m.DeliveryAttempt
 		}
-		h(&Message{ID: m.ID, Data: m.Data, PublishTime: m.PublishTime, Deliveries: deliveries, ack: m.Ack, nack: m.Nack})
+		// mctx holds the client's process span (ended by Ack or Nack), under the publisher's
+		// trace; the message outlives the callback, and Receive's cancellation is not its.
+		h(&Message{ID: m.ID, Data: m.Data, PublishTime: m.PublishTime, Deliveries: deliveries, ack: m.Ack, nack: m.Nack,
+			ctx: context.WithoutCancel(mctx)})
 	})
 }
 

@@ -6,7 +6,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +48,8 @@ type Config struct {
 	GCSBucket string // GCS_BUCKET
 	AI        AIConfig
 	JWT       JWTConfig
+	// Telemetry is OpenTelemetry tracing, from the standard OTEL_* variables; off by default.
+	Telemetry TelemetryConfig
 
 	// Embedded Temporal of `cohort dev` (when TEMPORAL_ADDRESS is not set).
 	DevTemporalPort int // COHORT_DEV_TEMPORAL_PORT, default 7233
@@ -98,6 +102,64 @@ type NATSConfig struct {
 	MaxBytes     int64         // NATS_STREAM_MAX_BYTES, default 10 GiB; a full stream refuses publishes (503)
 	Replicas     int           // NATS_STREAM_REPLICAS, default 1
 	AckWait      time.Duration // NATS_ACK_WAIT, default 30s
+}
+
+// TelemetryConfig is OpenTelemetry tracing, read from the standard OTEL_* variables. Tracing is
+// off unless an OTLP endpoint is set; spans then go to it over OTLP/gRPC. The exporter also reads
+// the other OTEL_EXPORTER_OTLP_* variables itself (headers, certificate, insecure, timeout,
+// compression), the resource OTEL_RESOURCE_ATTRIBUTES, the batch processor OTEL_BSP_*.
+type TelemetryConfig struct {
+	// Endpoint: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT, e.g.
+	// http://otel-collector:4317 (http: plaintext, https: TLS). Empty: tracing off.
+	Endpoint string
+	// Exporter: OTEL_TRACES_EXPORTER, otlp (default) or none (off even with an endpoint).
+	Exporter string
+	// Protocol: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL; only grpc.
+	Protocol string
+	// Disabled: OTEL_SDK_DISABLED=true turns tracing off.
+	Disabled bool
+	// ServiceName: OTEL_SERVICE_NAME, default cohort.
+	ServiceName string
+	// Sampler: OTEL_TRACES_SAMPLER, default parentbased_always_on; SamplerArg:
+	// OTEL_TRACES_SAMPLER_ARG, the ratio of the *traceidratio samplers (default 1).
+	Sampler    string
+	SamplerArg string
+}
+
+// TracingEnabled reports whether spans are exported.
+func (t TelemetryConfig) TracingEnabled() bool {
+	return t.Endpoint != "" && !t.Disabled && t.Exporter != "none"
+}
+
+// TracesSamplers are the OTEL_TRACES_SAMPLER values Cohort takes (the OpenTelemetry SDK's own).
+var TracesSamplers = []string{"always_on", "always_off", "traceidratio",
+	"parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio"}
+
+// Validate checks the tracing settings (Config.Validate includes it).
+func (t TelemetryConfig) Validate() error {
+	var bad []error
+	switch t.Exporter {
+	case "", "otlp", "none":
+	default:
+		bad = append(bad, fmt.Errorf("OTEL_TRACES_EXPORTER must be otlp or none, got %q", t.Exporter))
+	}
+	if t.TracingEnabled() && t.Protocol != "" && t.Protocol != "grpc" {
+		bad = append(bad, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL: only grpc is supported, got %q", t.Protocol))
+	}
+	if t.Endpoint != "" {
+		if u, err := url.Parse(t.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad = append(bad, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL, got %q", t.Endpoint))
+		}
+	}
+	if t.Sampler != "" && !slices.Contains(TracesSamplers, t.Sampler) {
+		bad = append(bad, fmt.Errorf("OTEL_TRACES_SAMPLER must be one of %s, got %q", strings.Join(TracesSamplers, ", "), t.Sampler))
+	}
+	if t.SamplerArg != "" && strings.HasSuffix(t.Sampler, "traceidratio") {
+		if r, err := strconv.ParseFloat(t.SamplerArg, 64); err != nil || r < 0 || r > 1 {
+			bad = append(bad, fmt.Errorf("OTEL_TRACES_SAMPLER_ARG must be a ratio between 0 and 1, got %q", t.SamplerArg))
+		}
+	}
+	return errors.Join(bad...)
 }
 
 type BigQueryConfig struct {
@@ -197,6 +259,15 @@ func Load(env Getenv) (*Config, error) {
 			Issuer:      r.str("COHORT_JWT_ISSUER", ""),
 			Audience:    r.str("COHORT_JWT_AUDIENCE", ""),
 			TenantClaim: r.str("COHORT_JWT_TENANT_CLAIM", "cohort_tenant"),
+		},
+		Telemetry: TelemetryConfig{
+			Endpoint:    r.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", r.str("OTEL_EXPORTER_OTLP_ENDPOINT", "")),
+			Exporter:    strings.ToLower(r.str("OTEL_TRACES_EXPORTER", "otlp")),
+			Protocol:    strings.ToLower(r.str("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", r.str("OTEL_EXPORTER_OTLP_PROTOCOL", ""))),
+			Disabled:    r.boolean("OTEL_SDK_DISABLED", false),
+			ServiceName: r.str("OTEL_SERVICE_NAME", "cohort"),
+			Sampler:     strings.ToLower(r.str("OTEL_TRACES_SAMPLER", "")),
+			SamplerArg:  r.str("OTEL_TRACES_SAMPLER_ARG", ""),
 		},
 		DevTemporalPort:      r.integer("COHORT_DEV_TEMPORAL_PORT", 7233),
 		DevUIPort:            r.integer("COHORT_DEV_UI_PORT", 8233),
@@ -335,6 +406,9 @@ func (c *Config) Validate(role Role) error {
 	}
 	if c.LoaderStreams < 1 || c.LoaderStreams > 64 {
 		bad = append(bad, errors.New("COHORT_LOADER_STREAMS must be between 1 and 64"))
+	}
+	if err := c.Telemetry.Validate(); err != nil {
+		bad = append(bad, err)
 	}
 	return errors.Join(bad...)
 }

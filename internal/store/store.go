@@ -13,6 +13,8 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"github.com/cohort-dev/cohort/internal/telemetry"
 )
 
 // DB is the metadata store: GORM for domain code, the pgx pool for bulk paths (COPY) that need it.
@@ -40,6 +42,8 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		cfg.MaxConns = 8
 	}
 	cfg.MaxConnIdleTime = 5 * time.Minute
+	// A client span per query, batch and COPY under the caller's span (no argument values).
+	cfg.ConnConfig.Tracer = telemetry.PgxTracer{}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)

@@ -13,19 +13,34 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/cohort-dev/cohort/internal/config"
+	"github.com/cohort-dev/cohort/internal/telemetry"
 )
 
 // Dial connects and verifies the connection (with retries for up to 30 s while a cluster starts).
 // metrics receives the SDK's metrics (client and workers built on this client); nil: none.
 func Dial(ctx context.Context, cfg config.TemporalConfig, logger *slog.Logger, metrics client.MetricsHandler) (client.Client, error) {
+	// OpenTelemetry: spans for workflow starts, signals and queries on this client, and (workers
+	// built on the client inherit its interceptors) for workflow and activity executions, with
+	// the trace carried in Temporal's headers. Spans go to the global provider current when
+	// each starts (no-op unless internal/telemetry set one up).
+	tracing, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{
+		Tracer:            telemetry.Tracer("go.temporal.io/sdk"),
+		TextMapPropagator: telemetry.Propagator(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("temporal tracing interceptor: %w", err)
+	}
 	opts := client.Options{
 		HostPort:       cfg.Address,
 		Namespace:      cfg.Namespace,
 		Logger:         tlog.NewStructuredLogger(logger.With("component", "temporal-client")),
 		MetricsHandler: metrics,
+		Interceptors:   []interceptor.ClientInterceptor{tracing},
 	}
 	if cfg.APIKey != "" {
 		opts.Credentials = client.NewAPIKeyStaticCredentials(cfg.APIKey)
