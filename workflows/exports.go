@@ -68,14 +68,18 @@ type PageExportJobs struct {
 
 var _ pageexport.Starter = (*PageExportJobs)(nil)
 
-// StartExport starts the build of a recorded export.
+// StartExport starts the build of a recorded export. A run of the same id that is still open is
+// joined; a closed one (the export ids of a database restored from a backup, or recreated, start
+// again while Temporal keeps its history) does not stop a new build: with the default
+// WorkflowExecutionErrorWhenAlreadyStarted the SDK would otherwise hand back the old, closed run
+// and the export would stay queued.
 func (j *PageExportJobs) StartExport(ctx context.Context, tenantID, exportID int64) error {
 	id := PageExportID(tenantID, exportID)
 	names := lookup(ctx, j.Names, tenantID, summary.PageExport, exportID)
 	_, err := j.Client.ExecuteWorkflow(ctx, pageExportMeta(tenantID, exportID, names).apply(client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                j.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		TypedSearchAttributes:    TenantSearchAttributes(tenantID),
 	}), PageExport, PageExportInput{TenantID: tenantID, ExportID: exportID})
