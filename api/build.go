@@ -1,9 +1,7 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -51,64 +49,13 @@ func (s *Server) buildPage(c *gin.Context) {
 		return
 	}
 
-	h := c.Writer.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	c.Status(http.StatusOK)
-	c.Writer.WriteHeaderNow()
-	c.Writer.Flush()
-
-	var mu sync.Mutex
-	last := time.Now()
-	write := func(b []byte) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if _, err := c.Writer.Write(b); err != nil {
-			return err
-		}
-		c.Writer.Flush()
-		last = time.Now()
-		return nil
-	}
 	every := s.d.Pages.BuildKeepAlive
 	if every <= 0 {
 		every = buildKeepAlive
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(every / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				mu.Lock()
-				idle := time.Since(last) >= every
-				mu.Unlock()
-				if idle {
-					_ = write([]byte(": keep-alive\n\n")) // a failed write means the client left; the build sees its context end
-				}
-			}
-		}
-	}()
-	run.Execute(ctx, func(e pagebuild.Event) error {
-		raw, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		buf := make([]byte, 0, len(raw)+8)
-		buf = append(buf, "data: "...)
-		buf = append(buf, raw...)
-		buf = append(buf, '\n', '\n')
-		return write(buf)
-	})
-	close(stop)
-	wg.Wait()
+	stream := startSSE(c, every)
+	defer stream.close()
+	run.Execute(ctx, func(e pagebuild.Event) error { return stream.send(e) })
 }
 
 // listPageBuilds is GET /api/ai-pages/pages/{id}/builds/: the page's builds, newest first.

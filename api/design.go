@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -97,27 +96,8 @@ func (s *Server) extractDesignSystem(c *gin.Context) {
 		abort(c, err)
 		return
 	}
-	h := c.Writer.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	c.Status(http.StatusOK)
-	c.Writer.WriteHeaderNow()
-	c.Writer.Flush()
+	stream := startSSE(c, buildKeepAlive)
+	defer stream.close()
 	// An error here means the client left (a failed write) or its context ended: nobody reads on.
-	_ = x.Stream(ctx, src, func(e design.Event) error {
-		raw, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		buf := make([]byte, 0, len(raw)+8)
-		buf = append(buf, "data: "...)
-		buf = append(buf, raw...)
-		buf = append(buf, '\n', '\n')
-		if _, err := c.Writer.Write(buf); err != nil {
-			return err
-		}
-		c.Writer.Flush()
-		return nil
-	})
+	_ = x.Stream(ctx, src, func(e design.Event) error { return stream.send(e) })
 }
