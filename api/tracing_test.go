@@ -1,31 +1,16 @@
 package api
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-)
 
-// recordSpans installs an in-memory span recorder as the global tracer provider for the test.
-func recordSpans(t *testing.T) *tracetest.SpanRecorder {
-	t.Helper()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(context.Background())
-	})
-	return rec
-}
+	"github.com/cohort-dev/cohort/internal/testenv"
+)
 
 func spanAttr(s sdktrace.ReadOnlySpan, key string) (attribute.Value, bool) {
 	for _, kv := range s.Attributes() {
@@ -60,7 +45,7 @@ func serverSpan(t *testing.T, spans []sdktrace.ReadOnlySpan, name string) sdktra
 // traceparent is continued; probes are not traced.
 func TestTracingServerSpanWithPgxChild(t *testing.T) {
 	f := newFixture(t)
-	rec := recordSpans(t)
+	rec := testenv.RecordSpans(t)
 	ts := serve(t, f.newServer(t))
 
 	// The handshake looks the public key up in Postgres (a fresh authenticator: no cache).

@@ -9,27 +9,11 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/baggage"
-	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-)
 
-// recordSpans installs an in-memory span recorder and the W3C propagators globally for the test.
-func recordSpans(t *testing.T) *tracetest.SpanRecorder {
-	t.Helper()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prevTP)
-		otel.SetTextMapPropagator(prevProp)
-		_ = tp.Shutdown(context.Background())
-	})
-	return rec
-}
+	"github.com/cohort-dev/cohort/internal/testenv"
+)
 
 func spanNamed(t *testing.T, spans []sdktrace.ReadOnlySpan, name string) sdktrace.ReadOnlySpan {
 	t.Helper()
@@ -99,7 +83,7 @@ func receiveOne(t *testing.T, r Receiver) (*Message, func()) {
 // delivery's span continues that trace under the publish span, is the message's Context, and
 // ends when the message is acked.
 func TestNATSPropagatesTraceContext(t *testing.T) {
-	rec := recordSpans(t)
+	rec := testenv.RecordSpans(t)
 	srv, err := StartEmbeddedNATS(EmbeddedNATSOptions{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +174,7 @@ func TestNATSPropagatesTraceContext(t *testing.T) {
 
 // The Pub/Sub client's own tracing is on: a message received carries the publisher's trace.
 func TestPubSubPropagatesTraceContext(t *testing.T) {
-	recordSpans(t)
+	testenv.RecordSpans(t)
 	emb, opts, err := StartEmbeddedPubSub()
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -18,6 +17,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/config"
 	"github.com/cohort-dev/cohort/internal/devstack/temporalsrv"
 	"github.com/cohort-dev/cohort/internal/tclient"
+	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 // traceOf is an activity that reports the trace its context carries.
@@ -36,14 +36,7 @@ func tracedWorkflow(ctx workflow.Context) (string, error) {
 // own) traces the workflow and its activities under the starter's trace, with the activity's
 // span in its context (where database spans would join it).
 func TestDialTracesWorkflowsAndActivities(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(context.Background())
-	})
+	rec := testenv.RecordSpans(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

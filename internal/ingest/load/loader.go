@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cohort-dev/cohort/internal/bus"
 	"github.com/cohort-dev/cohort/internal/ingest"
@@ -337,6 +340,8 @@ func (l *Loader) flush(ctx context.Context, p *partition) int {
 	for _, e := range evs {
 		all = append(all, e...)
 	}
+	ctx, span := batchSpan(ctx, ds, len(all))
+	defer span.End()
 	stored, err := l.sink.Apply(ctx, all)
 	l.cfg.Metrics.LoaderBatch(len(all), stored, err)
 	if err == nil {
@@ -507,3 +512,29 @@ func (l *Loader) heartbeat(ctx context.Context) {
 
 // HeartbeatInterval is how often a loader reports; health calls a loader dead after 3 missed beats.
 const HeartbeatInterval = 5 * time.Second
+
+// maxBatchLinks bounds the span links of one batch (a batch holds about 80 messages at the
+// default shape; OpenTelemetry's default span limit is 128 links).
+const maxBatchLinks = 128
+
+var loadTracer = otel.Tracer("github.com/cohort-dev/cohort/internal/ingest/load")
+
+// batchSpan starts the span of one warehouse write. A batch stores the events of many messages,
+// each published in its own trace, so the span is linked to (up to maxBatchLinks of) the
+// messages' delivery spans rather than a child of one: from an API request's trace, the link
+// leads to the write that stored its events, and the write's Postgres spans are its children.
+// Without tracing (the default) the tracer is a no-op; collecting the links costs a loop over
+// the batch's messages, nothing beside the write itself.
+func batchSpan(ctx context.Context, ds []*delivery, events int) (context.Context, trace.Span) {
+	links := make([]trace.Link, 0, min(len(ds), maxBatchLinks))
+	for _, d := range ds {
+		if len(links) == maxBatchLinks {
+			break
+		}
+		if sc := trace.SpanContextFromContext(d.m.Context()); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	return loadTracer.Start(ctx, "load warehouse batch", trace.WithLinks(links...),
+		trace.WithAttributes(attribute.Int("cohort.events", events), attribute.Int("cohort.messages", len(ds))))
+}
