@@ -72,14 +72,18 @@ type CatalogImportJobs struct {
 	Names Namer
 }
 
-// StartImport starts the job's import, or finds the one already running; it returns the id.
+// StartImport starts the job's import, or finds the one already running; it returns the id. A
+// closed run of the same id (job ids start again when the database is restored or recreated
+// while Temporal keeps its history) does not stop a new import: with the default
+// WorkflowExecutionErrorWhenAlreadyStarted the SDK would hand back the old run and the job would
+// stay importing. Re-running a finished import is harmless: it upserts by SKU.
 func (j *CatalogImportJobs) StartImport(ctx context.Context, tenantID, jobID int64) (string, error) {
 	id := CatalogImportID(tenantID, jobID)
 	names := lookup(ctx, j.Names, tenantID, summary.ImportJob, jobID)
 	_, err := j.Client.ExecuteWorkflow(ctx, catalogImportMeta(tenantID, jobID, names).apply(client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                j.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		TypedSearchAttributes:    TenantSearchAttributes(tenantID),
 	}), CatalogImport, CatalogImportInput{TenantID: tenantID, JobID: jobID})
