@@ -11,6 +11,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/blob"
+	"github.com/cohort-dev/cohort/internal/connector"
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/segment"
@@ -41,7 +42,7 @@ type Segments struct {
 
 // ActiveConnectors is the part of the connector service the fan-out needs.
 type ActiveConnectors interface {
-	ActiveConnectorIDs(ctx context.Context, tenantID, segmentID int64) ([]int64, error)
+	ActiveTargets(ctx context.Context, tenantID, segmentID int64) ([]connector.Target, error)
 }
 
 // BeginComputeInput starts a compute run.
@@ -109,9 +110,12 @@ type ActivationTargetsInput struct {
 	RunID     int64
 }
 
-// ActivationTargetsResult lists the active connectors of the segment.
+// ActivationTargetsResult lists the active connectors of the segment. Connectors, parallel to
+// ConnectorIDs, names them for the sync children's summaries; histories recorded before it have
+// none (the summaries then show ids).
 type ActivationTargetsResult struct {
 	ConnectorIDs []int64
+	Connectors   []connector.Target `json:",omitempty"`
 }
 
 // ActivationTargets is the activation fan-out: the active connectors of the segment, each of
@@ -120,8 +124,15 @@ func (a *Segments) ActivationTargets(ctx context.Context, in ActivationTargetsIn
 	if a.Connectors == nil {
 		return ActivationTargetsResult{ConnectorIDs: []int64{}}, nil
 	}
-	ids, err := a.Connectors.ActiveConnectorIDs(ctx, in.TenantID, in.SegmentID)
-	return ActivationTargetsResult{ConnectorIDs: ids}, err
+	targets, err := a.Connectors.ActiveTargets(ctx, in.TenantID, in.SegmentID)
+	if err != nil {
+		return ActivationTargetsResult{}, err
+	}
+	ids := make([]int64, len(targets))
+	for i, t := range targets {
+		ids[i] = t.ID
+	}
+	return ActivationTargetsResult{ConnectorIDs: ids, Connectors: targets}, nil
 }
 
 // ExportInput names an export.

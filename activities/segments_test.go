@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/cohort-dev/cohort/internal/connector"
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/segment"
 	"github.com/cohort-dev/cohort/internal/testenv"
@@ -88,5 +89,24 @@ func TestDraftDefinitionNotDraftable(t *testing.T) {
 				t.Fatalf("details = %q (%v), want %s", code, err, tc.wantCode)
 			}
 		})
+	}
+}
+
+type fakeTargets []connector.Target
+
+func (f fakeTargets) ActiveTargets(context.Context, int64, int64) ([]connector.Target, error) {
+	return f, nil
+}
+
+// ActivationTargets answers the connectors' ids (what the fan-out iterates, as histories recorded
+// before the names were added hold) and, parallel to them, their names for the summaries.
+func TestActivationTargetsNamesEachConnector(t *testing.T) {
+	want := fakeTargets{{ID: 3, Name: "VIP list", Kind: "klaviyo"}, {ID: 9, Name: "Promo", Kind: "talonone"}}
+	got, err := (&Segments{Connectors: want}).ActivationTargets(context.Background(), ActivationTargetsInput{TenantID: 1, SegmentID: 2})
+	if err != nil || len(got.ConnectorIDs) != 2 || got.ConnectorIDs[0] != 3 || got.ConnectorIDs[1] != 9 || len(got.Connectors) != 2 || got.Connectors[1] != want[1] {
+		t.Fatalf("%+v, %v", got, err)
+	}
+	if none, err := (&Segments{}).ActivationTargets(context.Background(), ActivationTargetsInput{}); err != nil || none.ConnectorIDs == nil || len(none.ConnectorIDs) != 0 {
+		t.Fatalf("without connectors: %+v, %v", none, err)
 	}
 }

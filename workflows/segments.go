@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/cohort-dev/cohort/activities"
+	"github.com/cohort-dev/cohort/internal/connector"
 	"github.com/cohort-dev/cohort/internal/segment"
 )
 
@@ -219,8 +220,12 @@ func fanOut(ctx, short workflow.Context, in SegmentComputeInput, runID int64) er
 		return err
 	}
 	var errs []error
-	for _, id := range targets.ConnectorIDs {
-		md := recomputeSyncMeta(in, id, runID)
+	for i, id := range targets.ConnectorIDs {
+		var target connector.Target
+		if i < len(targets.Connectors) && targets.Connectors[i].ID == id {
+			target = targets.Connectors[i]
+		}
+		md := recomputeSyncMeta(in, id, target, runID)
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 			WorkflowID:            ActivationSyncID(in.TenantID, id, runID),
 			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,

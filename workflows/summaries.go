@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
 
+	"github.com/cohort-dev/cohort/internal/connector"
 	"github.com/cohort-dev/cohort/workflows/summary"
 )
 
@@ -166,11 +167,16 @@ func manualSyncMeta(tenantID, segmentID, connectorID, syncRunID int64, n summary
 }
 
 // recomputeSyncMeta is the summary of a sync child started by a segment compute's run: the parent
-// knows the tenant's slug and the segment's name, not the connector's.
-func recomputeSyncMeta(in SegmentComputeInput, connectorID, runID int64) meta {
-	conn := subject{"connector", connectorID, ""}
+// knows the tenant's slug and the segment's name, and the fan-out activity the connector's name
+// and kind (target; empty in histories recorded before it did: ids then).
+func recomputeSyncMeta(in SegmentComputeInput, connectorID int64, target connector.Target, runID int64) meta {
+	conn := subject{"connector", connectorID, target.Name}
 	seg := subject{"segment", in.SegmentID, in.SegmentName}
-	return describe(in.TenantID, in.TenantSlug, fmt.Sprintf("sync %s of %s after run %d", conn.label(), seg.label(), runID),
+	what := "sync " + conn.label()
+	if target.Kind != "" {
+		what += " (" + target.Kind + ")"
+	}
+	return describe(in.TenantID, in.TenantSlug, fmt.Sprintf("%s of %s after run %d", what, seg.label(), runID),
 		[]subject{conn, seg}, fmt.Sprintf("trigger: recompute, segment run %d", runID))
 }
 

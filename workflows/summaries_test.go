@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/cohort-dev/cohort/activities"
+	"github.com/cohort-dev/cohort/internal/connector"
 	"github.com/cohort-dev/cohort/internal/segment"
 	"github.com/cohort-dev/cohort/internal/store"
 	"github.com/cohort-dev/cohort/internal/testenv"
@@ -109,7 +110,9 @@ func TestSegmentComputeAndSyncSummaries(t *testing.T) {
 	})
 	r.act("FailCompute", func(context.Context, activities.FailComputeInput) error { return nil })
 	r.act("ActivationTargets", func(context.Context, activities.ActivationTargetsInput) (activities.ActivationTargetsResult, error) {
-		return activities.ActivationTargetsResult{ConnectorIDs: []int64{f.connector}}, nil
+		// What activities.Segments.ActivationTargets answers for the fixture's connector.
+		return activities.ActivationTargetsResult{ConnectorIDs: []int64{f.connector},
+			Connectors: []connector.Target{{ID: f.connector, Name: "VIP list", Kind: "klaviyo"}}}, nil
 	})
 	r.act("BeginSync", func(_ context.Context, in activities.BeginSyncInput) (activities.BeginSyncResult, error) {
 		return activities.BeginSyncResult{SyncRunID: in.SyncRunID + 1, SkipReason: "connector paused"}, nil
@@ -131,8 +134,8 @@ func TestSegmentComputeAndSyncSummaries(t *testing.T) {
 	if err := r.tc.GetWorkflow(r.ctx, child, "").Get(r.ctx, nil); err != nil {
 		t.Fatalf("sync child: %v", err)
 	}
-	r.wantSummary(t, child, fmt.Sprintf(`%s · sync connector %d of segment "High value" after run %d`, f.slug, f.connector, runID),
-		fmt.Sprintf("connector: id %d", f.connector), "trigger: recompute, segment run 42")
+	r.wantSummary(t, child, fmt.Sprintf(`%s · sync connector "VIP list" (klaviyo) of segment "High value" after run %d`, f.slug, runID),
+		fmt.Sprintf(`connector: "VIP list" (id %d)`, f.connector), "trigger: recompute, segment run 42")
 
 	sync := &SyncJobs{Client: r.tc, TaskQueue: r.queue, Names: names}
 	if err := sync.StartSync(r.ctx, f.tenant, f.segment, f.connector, 77); err != nil {

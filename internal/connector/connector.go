@@ -362,16 +362,24 @@ func (s *Service) Delete(ctx context.Context, tenantID, id int64) error {
 	return nil
 }
 
-// ActiveConnectorIDs are the active connectors of a segment: the fan-out after a recompute.
-func (s *Service) ActiveConnectorIDs(ctx context.Context, tenantID, segmentID int64) ([]int64, error) {
-	ids := []int64{}
+// Target is an active connector of a segment as the fan-out names it in its sync's summary.
+type Target struct {
+	ID   int64
+	Name string
+	Kind string
+}
+
+// ActiveTargets are the active connectors of a segment (the fan-out after a recompute) with their
+// names and kinds, in id order.
+func (s *Service) ActiveTargets(ctx context.Context, tenantID, segmentID int64) ([]Target, error) {
+	out := []Target{}
 	err := s.db.WithContext(ctx).Raw(
-		"SELECT id FROM activation_connectors WHERE tenant_id = ? AND segment_id = ? AND status = ? ORDER BY id",
-		tenantID, segmentID, StatusActive).Scan(&ids).Error
+		"SELECT id, name, kind FROM activation_connectors WHERE tenant_id = ? AND segment_id = ? AND status = ? ORDER BY id",
+		tenantID, segmentID, StatusActive).Scan(&out).Error
 	if err != nil {
 		return nil, fmt.Errorf("active connectors of segment %d: %w", segmentID, err)
 	}
-	return ids, nil
+	return out, nil
 }
 
 // Credentials are a connector's kind, plain config and opened secrets: only the sync activity

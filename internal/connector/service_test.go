@@ -432,7 +432,7 @@ func TestListFiltersByTenantAndSegment(t *testing.T) {
 	}
 }
 
-func TestActiveConnectorIDs(t *testing.T) {
+func TestActiveTargets(t *testing.T) {
 	f := newFixture(t, connector.Options{})
 	a := f.tenant("alpha")
 	b := f.tenant("beta")
@@ -452,15 +452,16 @@ func TestActiveConnectorIDs(t *testing.T) {
 	f.exec(`UPDATE activation_connectors SET status = 'error' WHERE id = $1`, errored.ID)
 	_ = inactive
 
-	ids, err := f.svc.ActiveConnectorIDs(f.ctx, a, s1)
+	targets, err := f.svc.ActiveTargets(f.ctx, a, s1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int64{active1.ID, active2.ID}; !slices.Equal(ids, want) {
-		t.Errorf("active connectors of s1: %v, want %v", ids, want)
+	want := []connector.Target{{ID: active1.ID, Name: "active1", Kind: connector.KindKlaviyo}, {ID: active2.ID, Name: "active2", Kind: connector.KindKlaviyo}}
+	if !slices.Equal(targets, want) {
+		t.Errorf("active connectors of s1: %+v, want %+v", targets, want)
 	}
-	if ids, _ := f.svc.ActiveConnectorIDs(f.ctx, a, bs); len(ids) != 0 {
-		t.Errorf("tenant a, tenant b's segment: %v, want none", ids)
+	if targets, _ := f.svc.ActiveTargets(f.ctx, a, bs); len(targets) != 0 {
+		t.Errorf("tenant a, tenant b's segment: %+v, want none", targets)
 	}
 }
 
