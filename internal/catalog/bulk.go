@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +36,36 @@ type BulkResult struct {
 	Error  string `json:"error,omitempty"`
 	// Fields are the field-level problems of a failed product.
 	Fields map[string]string `json:"fields,omitempty"`
+}
+
+var bulkIndex = regexp.MustCompile(`products\[(\d+)\]`)
+
+// Reason words why a product was refused for a caller that knows the products by something other
+// than their index in the upsert (a CSV row, a feed position): every products[i] in the messages
+// becomes label + " " + ids[i] ("row 12"), and the field problems are joined in field order.
+func (r BulkResult) Reason(label string, ids []int) string {
+	rename := func(s string) string {
+		return bulkIndex.ReplaceAllStringFunc(s, func(m string) string {
+			i, err := strconv.Atoi(bulkIndex.FindStringSubmatch(m)[1])
+			if err != nil || i < 0 || i >= len(ids) {
+				return m
+			}
+			return label + " " + strconv.Itoa(ids[i])
+		})
+	}
+	if len(r.Fields) == 0 {
+		return rename(r.Error)
+	}
+	keys := make([]string, 0, len(r.Fields))
+	for k := range r.Fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + ": " + rename(r.Fields[k])
+	}
+	return strings.Join(parts, "; ")
 }
 
 // BulkSummary is the answer of POST /api/pim/products/bulk/.

@@ -343,3 +343,15 @@ func TestBulkNonASCIISKUOnCCollation(t *testing.T) {
 		t.Errorf("ÄB-1 result %+v, want updated id %d", r, p.ID)
 	}
 }
+
+// Reason names the products by the caller's own ids (rows, positions), field problems in order.
+func TestBulkResultReason(t *testing.T) {
+	r := catalog.BulkResult{Fields: map[string]string{"price": "products[1] price must be a number", "name": "is required"}}
+	if got, want := r.Reason("row", []int{7, 12}), "name: is required; price: row 12 price must be a number"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	r = catalog.BulkResult{Error: "duplicate sku in products[0] and products[5]"}
+	if got, want := r.Reason("the item at position", []int{3}), "duplicate sku in the item at position 3 and products[5]"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

@@ -9,10 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"regexp"
 	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -121,7 +118,7 @@ func (s *Service) Sync(ctx context.Context, tenantID, id int64, progress func(Pr
 			res.Unchanged += sum.Unchanged
 			for i, r := range sum.Results {
 				if r.Status == catalog.BulkFailed {
-					fail(FailedItem{Position: c.pos[i], SKU: c.skus[i], Reason: bulkReason(r, c.pos)})
+					fail(FailedItem{Position: c.pos[i], SKU: c.skus[i], Reason: r.Reason("the item at position", c.pos)})
 				}
 			}
 		}
@@ -338,32 +335,4 @@ func readChunks(ctx context.Context, rd itemReader, m *mapper, size int, out cha
 			return
 		}
 	}
-}
-
-var productsIndex = regexp.MustCompile(`products\[(\d+)\]`)
-
-// bulkReason words a product the upsert refused, naming positions rather than the chunk's indexes.
-func bulkReason(r catalog.BulkResult, pos []int) string {
-	rename := func(s string) string {
-		return productsIndex.ReplaceAllStringFunc(s, func(m string) string {
-			i, err := strconv.Atoi(productsIndex.FindStringSubmatch(m)[1])
-			if err != nil || i < 0 || i >= len(pos) {
-				return m
-			}
-			return "the item at position " + strconv.Itoa(pos[i])
-		})
-	}
-	if len(r.Fields) == 0 {
-		return rename(r.Error)
-	}
-	keys := make([]string, 0, len(r.Fields))
-	for k := range r.Fields {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + ": " + rename(r.Fields[k])
-	}
-	return strings.Join(parts, "; ")
 }

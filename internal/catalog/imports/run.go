@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -253,8 +252,6 @@ func maps(m map[string]string) map[string]string {
 // rowMessage is a reader error without the "row N: " of its text (the row is given apart).
 func rowMessage(re *csvimport.RowError) string { return re.Err.Error() }
 
-var productsIndex = regexp.MustCompile(`products\[(\d+)\]`)
-
 // commit upserts the chunk's products and records its counters, errors and checkpoint in one
 // transaction, provided the job is still where this attempt left it.
 func (s *Service) commit(ctx context.Context, tenantID int64, st *runState, c *chunk) error {
@@ -264,7 +261,7 @@ func (s *Service) commit(ctx context.Context, tenantID int64, st *runState, c *c
 			if r.Status != catalog.BulkFailed {
 				continue
 			}
-			rowErrs = append(rowErrs, RowError{Row: c.rows[i], Message: bulkMessage(r, c.rows)})
+			rowErrs = append(rowErrs, RowError{Row: c.rows[i], Message: r.Reason("row", c.rows)})
 		}
 		sort.SliceStable(rowErrs, func(a, b int) bool { return rowErrs[a].Row < rowErrs[b].Row })
 		keep := append([]RowError{}, rowErrs[:min(len(rowErrs), max(0, MaxErrors-st.errCount))]...)
@@ -317,32 +314,6 @@ func (s *Service) commit(ctx context.Context, tenantID int64, st *runState, c *c
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		return after(ctx, tx, &catalog.BulkSummary{})
 	})
-}
-
-// bulkMessage words a product the upsert refused, naming rows rather than the chunk's indexes.
-func bulkMessage(r catalog.BulkResult, rows []int) string {
-	rename := func(s string) string {
-		return productsIndex.ReplaceAllStringFunc(s, func(m string) string {
-			i, err := strconv.Atoi(productsIndex.FindStringSubmatch(m)[1])
-			if err != nil || i < 0 || i >= len(rows) {
-				return m
-			}
-			return "row " + strconv.Itoa(rows[i])
-		})
-	}
-	if len(r.Fields) == 0 {
-		return rename(r.Error)
-	}
-	keys := make([]string, 0, len(r.Fields))
-	for k := range r.Fields {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + ": " + rename(r.Fields[k])
-	}
-	return strings.Join(parts, "; ")
 }
 
 // converter turns a row's cells into a bulk product by the confirmed mapping.
