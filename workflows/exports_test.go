@@ -6,14 +6,12 @@ import (
 	"os"
 	"sync"
 	"testing"
-	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/cohort-dev/cohort/activities"
-	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 // Recorded history of PageExport (TestPageExportOnTheServer with COHORT_RECORD_PAGE_HISTORIES=1):
@@ -58,18 +56,11 @@ func (f *fakeExports) register(w worker.Worker) {
 // retried; a gone export ends quietly without recording a failure; a build failing through its
 // retries is recorded on the export and fails the workflow.
 func TestPageExportOnTheServer(t *testing.T) {
-	tc := testenv.Temporal(t)
-	queue := testenv.TaskQueue(t)
 	fake := &fakeExports{attempts: map[int64]int{}, failed: map[int64]string{}}
-	w := worker.New(tc, queue, worker.Options{})
-	w.RegisterWorkflow(PageExport)
-	fake.register(w)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	r := newServerRun(t, PageExport)
+	fake.register(r.w)
+	r.start(t)
+	tc, queue, ctx := r.tc, r.queue, r.ctx
 	jobs := &PageExportJobs{Client: tc, TaskQueue: queue}
 
 	for _, id := range []int64{1, 2, 3} {

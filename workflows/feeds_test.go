@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/cohort-dev/cohort/activities"
-	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 // Recorded history of FeedSync, recorded on the embedded Temporal server by
@@ -80,18 +79,11 @@ func (f *fakeFeeds) register(w worker.Worker) {
 // requests during a run make exactly one more run after it, never a second sync beside it; a
 // failed run is recorded on the feed; a deleted feed ends the workflow quietly.
 func TestFeedSyncOnTheServer(t *testing.T) {
-	tc := testenv.Temporal(t)
-	queue := testenv.TaskQueue(t)
 	fake := newFakeFeeds()
-	w := worker.New(tc, queue, worker.Options{})
-	w.RegisterWorkflow(FeedSync)
-	fake.register(w)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	r := newServerRun(t, FeedSync)
+	fake.register(r.w)
+	r.start(t)
+	tc, queue, ctx := r.tc, r.queue, r.ctx
 	jobs := &FeedJobs{Client: tc, TaskQueue: queue}
 	tenant := time.Now().UnixNano() // unique on the shared server
 
@@ -156,19 +148,12 @@ func TestFeedSyncOnTheServer(t *testing.T) {
 // TestFeedSyncFailureFailsTheWorkflow: a failed sync with no request pending fails the workflow
 // with the recorded reason.
 func TestFeedSyncFailureFailsTheWorkflow(t *testing.T) {
-	tc := testenv.Temporal(t)
-	queue := testenv.TaskQueue(t)
 	fake := newFakeFeeds()
 	close(fake.release)
-	w := worker.New(tc, queue, worker.Options{})
-	w.RegisterWorkflow(FeedSync)
-	fake.register(w)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	r := newServerRun(t, FeedSync)
+	fake.register(r.w)
+	r.start(t)
+	tc, queue, ctx := r.tc, r.queue, r.ctx
 	tenant := time.Now().UnixNano()
 	if err := (&FeedJobs{Client: tc, TaskQueue: queue}).StartSync(ctx, tenant, 1); err != nil {
 		t.Fatal(err)

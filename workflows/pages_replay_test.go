@@ -14,7 +14,6 @@ import (
 	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/internal/page"
 	"github.com/cohort-dev/cohort/internal/pagegen"
-	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 // Recorded histories of the page workflows, recorded on the embedded Temporal server by
@@ -140,19 +139,11 @@ func (f *fakePages) finishedCount() int {
 // and a bulk job started while the page's generation runs waits for it and generates the page
 // after it, while its other pages go on; one failing page does not stop the others.
 func TestPageWorkflowsOnTheServer(t *testing.T) {
-	tc := testenv.Temporal(t)
-	queue := testenv.TaskQueue(t)
 	fake := newFakePages()
-	w := worker.New(tc, queue, worker.Options{})
-	w.RegisterWorkflow(PageGenerate)
-	w.RegisterWorkflow(PageBulkGenerate)
-	fake.register(w)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	r := newServerRun(t, PageGenerate, PageBulkGenerate)
+	fake.register(r.w)
+	r.start(t)
+	tc, queue, ctx := r.tc, r.queue, r.ctx
 	jobs := &PageJobs{Client: tc, TaskQueue: queue}
 	jobID := time.Now().UnixNano() // unique on the shared server
 
