@@ -55,28 +55,32 @@ func (s *Server) tracing(c *gin.Context) {
 	if route != "" {
 		name += " " + route
 	}
+	ctx, span := otel.Tracer(tracerName).Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
+	defer span.End()
+	c.Request = r.WithContext(ctx) // also when not recording: a sampled-out trace still propagates
+	if !span.IsRecording() {
+		// Tracing off (the default) or sampled out: no attributes to build on the hot path.
+		c.Next()
+		return
+	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	attrs := []attribute.KeyValue{
+	span.SetAttributes(
 		attribute.String("http.request.method", r.Method),
 		attribute.String("url.path", r.URL.Path),
 		attribute.String("url.scheme", scheme),
 		attribute.String("server.address", r.Host),
 		attribute.String("network.protocol.version", strings.TrimPrefix(r.Proto, "HTTP/")),
 		attribute.String("client.address", c.ClientIP()),
-	}
+	)
 	if route != "" {
-		attrs = append(attrs, attribute.String("http.route", route))
+		span.SetAttributes(attribute.String("http.route", route))
 	}
 	if ua := r.UserAgent(); ua != "" {
-		attrs = append(attrs, attribute.String("user_agent.original", ua))
+		span.SetAttributes(attribute.String("user_agent.original", ua))
 	}
-	ctx, span := otel.Tracer(tracerName).Start(ctx, name,
-		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
-	defer span.End()
-	c.Request = r.WithContext(ctx)
 
 	c.Next()
 
