@@ -53,11 +53,7 @@ func (s *Server) listConnectors(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Activations.Service.List(c.Request.Context(), mustCredential(c).TenantID, segmentID)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) createConnector(c *gin.Context) {
@@ -67,11 +63,7 @@ func (s *Server) createConnector(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Activations.Service.Create(c.Request.Context(), mustCredential(c).TenantID, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusCreated, out)
+	reply(c, http.StatusCreated, out, err)
 }
 
 func (s *Server) getConnector(c *gin.Context) {
@@ -80,11 +72,7 @@ func (s *Server) getConnector(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Activations.Service.Get(c.Request.Context(), mustCredential(c).TenantID, id)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) patchConnector(c *gin.Context) {
@@ -98,11 +86,7 @@ func (s *Server) patchConnector(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Activations.Service.Update(c.Request.Context(), mustCredential(c).TenantID, id, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) deleteConnector(c *gin.Context) {
@@ -149,9 +133,5 @@ func (s *Server) connectorRuns(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Activations.Service.Runs(c.Request.Context(), mustCredential(c).TenantID, id, int(limit))
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }

@@ -69,9 +69,5 @@ func (s *Server) listPageBuilds(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Pages.Builder.List(c.Request.Context(), mustCredential(c).TenantID, id)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }

@@ -110,11 +110,7 @@ func (s *Server) getImport(c *gin.Context) {
 		return
 	}
 	job, err := s.d.Catalog.Imports.Get(c.Request.Context(), mustCredential(c).TenantID, id)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, job)
+	reply(c, http.StatusOK, job, err)
 }
 
 func (s *Server) confirmImport(c *gin.Context) {
@@ -128,20 +124,12 @@ func (s *Server) confirmImport(c *gin.Context) {
 		return
 	}
 	job, err := s.d.Catalog.Imports.Confirm(c.Request.Context(), mustCredential(c).TenantID, id, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, job)
+	reply(c, http.StatusOK, job, err)
 }
 
 func (s *Server) getProductSchema(c *gin.Context) {
 	out, err := s.d.Catalog.Service.Schema(c.Request.Context(), mustCredential(c).TenantID)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) putProductSchema(c *gin.Context) {
@@ -151,11 +139,7 @@ func (s *Server) putProductSchema(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Catalog.Service.PutSchema(c.Request.Context(), mustCredential(c).TenantID, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 // listProducts: q, page, page_size, and any other parameter is an exact match on that data field.
@@ -191,11 +175,7 @@ func (s *Server) listProducts(c *gin.Context) {
 	}
 	q.Page, q.PageSize = int(page), int(size)
 	out, err := s.d.Catalog.Service.List(c.Request.Context(), mustCredential(c).TenantID, q)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) createProduct(c *gin.Context) {
@@ -205,11 +185,7 @@ func (s *Server) createProduct(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Catalog.Service.Create(c.Request.Context(), mustCredential(c).TenantID, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusCreated, out)
+	reply(c, http.StatusCreated, out, err)
 }
 
 func (s *Server) getProduct(c *gin.Context) {
@@ -218,11 +194,7 @@ func (s *Server) getProduct(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Catalog.Service.Get(c.Request.Context(), mustCredential(c).TenantID, id)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) patchProduct(c *gin.Context) {
@@ -236,11 +208,7 @@ func (s *Server) patchProduct(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Catalog.Service.Update(c.Request.Context(), mustCredential(c).TenantID, id, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) deleteProduct(c *gin.Context) {
@@ -268,11 +236,7 @@ func (s *Server) bulkProducts(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Catalog.Service.Bulk(c.Request.Context(), mustCredential(c).TenantID, in.Products)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) productFacets(c *gin.Context) {

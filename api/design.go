@@ -42,11 +42,7 @@ func (s *Server) getDesignSystem(c *gin.Context) {
 		return
 	}
 	out, err := st.Get(c.Request.Context(), mustCredential(c).TenantID)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) putDesignSystem(c *gin.Context) {
@@ -60,11 +56,7 @@ func (s *Server) putDesignSystem(c *gin.Context) {
 		return
 	}
 	out, err := st.Update(c.Request.Context(), mustCredential(c).TenantID, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 type extractRequest struct {

@@ -28,6 +28,15 @@ type ErrorDetail struct {
 	RequestID string            `json:"request_id,omitempty"`
 }
 
+// reply answers a handler's result: out as JSON with status, or err in the one error shape.
+func reply(c *gin.Context, status int, out any, err error) {
+	if err != nil {
+		abort(c, err)
+		return
+	}
+	c.JSON(status, out)
+}
+
 // abort renders err in the error shape and stops the handler chain. It is the only place that
 // turns domain errors into HTTP statuses.
 func abort(c *gin.Context, err error) {

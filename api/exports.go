@@ -68,11 +68,7 @@ func (s *Server) startPageExport(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Exports.Service.Start(c.Request.Context(), mustCredential(c).TenantID, id, in.Format, base)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusAccepted, out)
+	reply(c, http.StatusAccepted, out, err)
 }
 
 func (s *Server) getPageExport(c *gin.Context) {

@@ -33,11 +33,7 @@ func (s *Server) feedRoutes(a *gin.RouterGroup) {
 
 func (s *Server) listFeeds(c *gin.Context) {
 	out, err := s.d.Feeds.Service.List(c.Request.Context(), mustCredential(c).TenantID)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) createFeed(c *gin.Context) {
@@ -47,11 +43,7 @@ func (s *Server) createFeed(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Feeds.Service.Create(c.Request.Context(), mustCredential(c).TenantID, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusCreated, out)
+	reply(c, http.StatusCreated, out, err)
 }
 
 func (s *Server) getFeed(c *gin.Context) {
@@ -60,11 +52,7 @@ func (s *Server) getFeed(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Feeds.Service.Get(c.Request.Context(), mustCredential(c).TenantID, id)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) patchFeed(c *gin.Context) {
@@ -78,11 +66,7 @@ func (s *Server) patchFeed(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Feeds.Service.Update(c.Request.Context(), mustCredential(c).TenantID, id, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) deleteFeed(c *gin.Context) {

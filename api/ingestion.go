@@ -168,11 +168,7 @@ func (s *Server) ingestionHealth(c *gin.Context) {
 // ingestionStats: GET /api/ingestion/stats/?window=24h|7d.
 func (s *Server) ingestionStats(c *gin.Context) {
 	res, err := s.d.Ingest.Stats.Get(c.Request.Context(), mustCredential(c).TenantID, c.Query("window"))
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, res)
+	reply(c, http.StatusOK, res, err)
 }
 
 // ingestionErrors: GET /api/ingestion/errors/?limit= (default 50, at most 100), newest first.
@@ -187,11 +183,7 @@ func (s *Server) ingestionErrors(c *gin.Context) {
 		limit = n
 	}
 	recs, err := s.d.Ingest.Service.ErrorLog().List(c.Request.Context(), mustCredential(c).TenantID, limit)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, recs)
+	reply(c, http.StatusOK, recs, err)
 }
 
 // shopifyWebhook: POST /api/ingestion/shopify/<tenant_slug>/, authenticated only by

@@ -59,11 +59,7 @@ func (s *Server) pageRoutes(a *gin.RouterGroup) {
 
 func (s *Server) listAIQueries(c *gin.Context) {
 	out, err := s.d.Pages.Service.ListQueries(c.Request.Context(), mustCredential(c).TenantID)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) createAIQuery(c *gin.Context) {
@@ -73,11 +69,7 @@ func (s *Server) createAIQuery(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Pages.Service.CreateQuery(c.Request.Context(), mustCredential(c).TenantID, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusCreated, out)
+	reply(c, http.StatusCreated, out, err)
 }
 
 func (s *Server) getAIQuery(c *gin.Context) {
@@ -86,11 +78,7 @@ func (s *Server) getAIQuery(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Pages.Service.GetQuery(c.Request.Context(), mustCredential(c).TenantID, id)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) patchAIQuery(c *gin.Context) {
@@ -104,11 +92,7 @@ func (s *Server) patchAIQuery(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Pages.Service.UpdateQuery(c.Request.Context(), mustCredential(c).TenantID, id, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) deleteAIQuery(c *gin.Context) {
@@ -125,11 +109,7 @@ func (s *Server) deleteAIQuery(c *gin.Context) {
 
 func (s *Server) listPages(c *gin.Context) {
 	out, err := s.d.Pages.Service.ListPages(c.Request.Context(), mustCredential(c).TenantID)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) createPage(c *gin.Context) {
@@ -139,11 +119,7 @@ func (s *Server) createPage(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Pages.Service.CreatePage(c.Request.Context(), mustCredential(c).TenantID, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusCreated, out)
+	reply(c, http.StatusCreated, out, err)
 }
 
 func (s *Server) getPage(c *gin.Context) {
@@ -152,11 +128,7 @@ func (s *Server) getPage(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Pages.Service.GetPage(c.Request.Context(), mustCredential(c).TenantID, id)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) patchPage(c *gin.Context) {
@@ -170,11 +142,7 @@ func (s *Server) patchPage(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Pages.Service.PatchPage(c.Request.Context(), mustCredential(c).TenantID, id, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) deletePage(c *gin.Context) {
@@ -207,11 +175,7 @@ func (s *Server) regeneratePage(c *gin.Context) {
 
 func (s *Server) bulkGeneratePages(c *gin.Context) {
 	out, err := s.d.Pages.Service.BulkGenerate(c.Request.Context(), mustCredential(c).TenantID)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusAccepted, out)
+	reply(c, http.StatusAccepted, out, err)
 }
 
 // versionN reads the version number from the path; anything but a positive integer is 404.
@@ -230,11 +194,7 @@ func (s *Server) listPageVersions(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Pages.Service.ListVersions(c.Request.Context(), mustCredential(c).TenantID, id)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) getPageVersion(c *gin.Context) {
@@ -247,11 +207,7 @@ func (s *Server) getPageVersion(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Pages.Service.GetVersion(c.Request.Context(), mustCredential(c).TenantID, id, n)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) restorePageVersion(c *gin.Context) {
@@ -264,20 +220,12 @@ func (s *Server) restorePageVersion(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Pages.Service.RestoreVersion(c.Request.Context(), mustCredential(c).TenantID, id, n)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) listBulkJobs(c *gin.Context) {
 	out, err := s.d.Pages.Service.ListBulkJobs(c.Request.Context(), mustCredential(c).TenantID)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) getBulkJob(c *gin.Context) {
@@ -286,11 +234,7 @@ func (s *Server) getBulkJob(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Pages.Service.BulkJob(c.Request.Context(), mustCredential(c).TenantID, id)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 // publicPage serves a published page without credentials; the service renders the body (it

@@ -37,11 +37,7 @@ func (s *Server) productSegmentRoutes(a *gin.RouterGroup) {
 
 func (s *Server) listProductSegments(c *gin.Context) {
 	out, err := s.d.ProductSegments.Service.List(c.Request.Context(), mustCredential(c).TenantID)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) createProductSegment(c *gin.Context) {
@@ -51,11 +47,7 @@ func (s *Server) createProductSegment(c *gin.Context) {
 		return
 	}
 	out, err := s.d.ProductSegments.Service.Create(c.Request.Context(), mustCredential(c).TenantID, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusCreated, out)
+	reply(c, http.StatusCreated, out, err)
 }
 
 func (s *Server) getProductSegment(c *gin.Context) {
@@ -64,11 +56,7 @@ func (s *Server) getProductSegment(c *gin.Context) {
 		return
 	}
 	out, err := s.d.ProductSegments.Service.Get(c.Request.Context(), mustCredential(c).TenantID, id)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) patchProductSegment(c *gin.Context) {
@@ -82,11 +70,7 @@ func (s *Server) patchProductSegment(c *gin.Context) {
 		return
 	}
 	out, err := s.d.ProductSegments.Service.Update(c.Request.Context(), mustCredential(c).TenantID, id, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) deleteProductSegment(c *gin.Context) {
@@ -109,11 +93,7 @@ func (s *Server) previewProductSegment(c *gin.Context) {
 		return
 	}
 	out, err := s.d.ProductSegments.Service.Preview(c.Request.Context(), mustCredential(c).TenantID, raw)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 type productSegmentComputeResponse struct {
@@ -155,9 +135,5 @@ func (s *Server) productSegmentMembers(c *gin.Context) {
 		}
 	}
 	page, err := s.d.ProductSegments.Service.Members(c.Request.Context(), mustCredential(c).TenantID, id, cursor, int(limit))
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, page)
+	reply(c, http.StatusOK, page, err)
 }

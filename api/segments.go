@@ -61,11 +61,7 @@ func pathID(c *gin.Context, name string) (int64, bool) {
 
 func (s *Server) listSegments(c *gin.Context) {
 	out, err := s.d.Segments.Service.List(c.Request.Context(), mustCredential(c).TenantID)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) createSegment(c *gin.Context) {
@@ -75,11 +71,7 @@ func (s *Server) createSegment(c *gin.Context) {
 		return
 	}
 	seg, err := s.d.Segments.Service.Create(c.Request.Context(), mustCredential(c).TenantID, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusCreated, seg)
+	reply(c, http.StatusCreated, seg, err)
 }
 
 func (s *Server) getSegment(c *gin.Context) {
@@ -88,11 +80,7 @@ func (s *Server) getSegment(c *gin.Context) {
 		return
 	}
 	seg, err := s.d.Segments.Service.Get(c.Request.Context(), mustCredential(c).TenantID, id)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, seg)
+	reply(c, http.StatusOK, seg, err)
 }
 
 func (s *Server) patchSegment(c *gin.Context) {
@@ -107,11 +95,7 @@ func (s *Server) patchSegment(c *gin.Context) {
 	}
 	// A new definition recomputes automatically (ai drafts wait for an explicit compute).
 	seg, err := s.d.Segments.Service.Patch(c.Request.Context(), mustCredential(c).TenantID, id, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, seg)
+	reply(c, http.StatusOK, seg, err)
 }
 
 func (s *Server) deleteSegment(c *gin.Context) {
@@ -142,11 +126,7 @@ func (s *Server) previewSegment(c *gin.Context) {
 		limit = *in.Limit // the service checks the range
 	}
 	out, err := s.d.Segments.Service.Preview(c.Request.Context(), mustCredential(c).TenantID, in.Definition, limit, s.d.Segments.Runner)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 type computeResponse struct {
@@ -200,11 +180,7 @@ func (s *Server) segmentMembers(c *gin.Context) {
 		return
 	}
 	page, err := s.d.Segments.Service.Members(c.Request.Context(), mustCredential(c).TenantID, id, int(limit), c.Query("cursor"))
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, page)
+	reply(c, http.StatusOK, page, err)
 }
 
 func (s *Server) segmentVersions(c *gin.Context) {
@@ -213,11 +189,7 @@ func (s *Server) segmentVersions(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Segments.Service.Versions(c.Request.Context(), mustCredential(c).TenantID, id)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) startSegmentExport(c *gin.Context) {
@@ -231,11 +203,7 @@ func (s *Server) startSegmentExport(c *gin.Context) {
 		return
 	}
 	e, err := s.d.Segments.Service.StartExport(c.Request.Context(), mustCredential(c).TenantID, id, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusAccepted, e)
+	reply(c, http.StatusAccepted, e, err)
 }
 
 func (s *Server) segmentExportStatus(c *gin.Context) {
@@ -306,9 +274,5 @@ func (s *Server) draftSegment(c *gin.Context) {
 		return
 	}
 	out, err := s.d.Segments.Service.Draft(c.Request.Context(), mustCredential(c).TenantID, id)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }

@@ -40,11 +40,7 @@ func (s *Server) listTemplates(c *gin.Context) {
 		return
 	}
 	out, err := svc.List(c.Request.Context(), mustCredential(c).TenantID, c.Query("tag"))
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) createTemplate(c *gin.Context) {
@@ -58,11 +54,7 @@ func (s *Server) createTemplate(c *gin.Context) {
 		return
 	}
 	out, err := svc.Create(c.Request.Context(), mustCredential(c).TenantID, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusCreated, out)
+	reply(c, http.StatusCreated, out, err)
 }
 
 func (s *Server) getTemplate(c *gin.Context) {
@@ -75,11 +67,7 @@ func (s *Server) getTemplate(c *gin.Context) {
 		return
 	}
 	out, err := svc.Get(c.Request.Context(), mustCredential(c).TenantID, id)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) patchTemplate(c *gin.Context) {
@@ -97,11 +85,7 @@ func (s *Server) patchTemplate(c *gin.Context) {
 		return
 	}
 	out, err := svc.Update(c.Request.Context(), mustCredential(c).TenantID, id, in)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	reply(c, http.StatusOK, out, err)
 }
 
 func (s *Server) deleteTemplate(c *gin.Context) {
