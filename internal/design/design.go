@@ -37,20 +37,26 @@ const (
 	defaultSpacingUnit = 8
 )
 
-// System is a tenant's design system as GET /api/ai-pages/design-system/ shows it.
+// Tokens are the values pages are styled with: what a design system holds and an export carries.
+type Tokens struct {
+	PrimaryColor    string `json:"primary_color"`
+	SecondaryColor  string `json:"secondary_color"`
+	BackgroundColor string `json:"background_color"`
+	TextColor       string `json:"text_color"`
+	HeadingFont     string `json:"heading_font"`
+	BodyFont        string `json:"body_font"`
+	BorderRadius    string `json:"border_radius"`
+	SpacingUnit     int    `json:"spacing_unit"`
+	CustomCSS       string `json:"custom_css"`
+}
+
+// System is a tenant's design system as GET /api/ai-pages/design-system/ shows it (the tokens'
+// fields appear at the top level of its JSON).
 type System struct {
-	ID              int64     `json:"id"`
-	Tenant          int64     `json:"tenant"`
-	PrimaryColor    string    `json:"primary_color"`
-	SecondaryColor  string    `json:"secondary_color"`
-	BackgroundColor string    `json:"background_color"`
-	TextColor       string    `json:"text_color"`
-	HeadingFont     string    `json:"heading_font"`
-	BodyFont        string    `json:"body_font"`
-	BorderRadius    string    `json:"border_radius"`
-	SpacingUnit     int       `json:"spacing_unit"`
-	CustomCSS       string    `json:"custom_css"`
-	UpdatedAt       time.Time `json:"updated_at"`
+	ID     int64 `json:"id"`
+	Tenant int64 `json:"tenant"`
+	Tokens
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Patch is the body of PUT /api/ai-pages/design-system/: only the fields present change.
@@ -286,11 +292,11 @@ func scan(row pgx.Row) (*System, error) {
 
 // Default returns the design system a tenant starts with.
 func Default(tenantID int64) System {
-	return System{
-		Tenant: tenantID, PrimaryColor: defaultPrimary, SecondaryColor: defaultSecondary,
+	return System{Tenant: tenantID, Tokens: Tokens{
+		PrimaryColor: defaultPrimary, SecondaryColor: defaultSecondary,
 		BackgroundColor: defaultBackground, TextColor: defaultText, HeadingFont: defaultFont, BodyFont: defaultFont,
 		BorderRadius: defaultRadius, SpacingUnit: defaultSpacingUnit,
-	}
+	}}
 }
 
 // insertDefault is the statement that creates a tenant's default design system when missing.

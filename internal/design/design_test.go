@@ -104,8 +104,8 @@ func TestCSSVariables(t *testing.T) {
 	}
 
 	// Values that never passed validation (a row written by hand) cannot inject CSS or HTML.
-	bad := System{PrimaryColor: "red;}</style><script>", HeadingFont: `x";}</style>`, BorderRadius: "1px;}",
-		SpacingUnit: 999, CustomCSS: "</style><script>alert(1)</script>"}
+	bad := System{Tokens: Tokens{PrimaryColor: "red;}</style><script>", HeadingFont: `x";}</style>`, BorderRadius: "1px;}",
+		SpacingUnit: 999, CustomCSS: "</style><script>alert(1)</script>"}}
 	out := bad.StyleSheet()
 	for _, s := range []string{"</style", "<script", "red;", "1px;}", "999"} {
 		if strings.Contains(strings.ToLower(out), s) {

@@ -110,31 +110,12 @@ type Started struct {
 	Status   string `json:"status"`
 }
 
-// Tokens are the design tokens an export is styled with (the tenant's design system).
-type Tokens struct {
-	PrimaryColor    string `json:"primary_color"`
-	SecondaryColor  string `json:"secondary_color"`
-	BackgroundColor string `json:"background_color"`
-	TextColor       string `json:"text_color"`
-	HeadingFont     string `json:"heading_font"`
-	BodyFont        string `json:"body_font"`
-	BorderRadius    string `json:"border_radius"`
-	SpacingUnit     int    `json:"spacing_unit"`
-	CustomCSS       string `json:"custom_css"`
-}
+// Tokens are the design tokens an export is styled with: the tenant's design system's.
+type Tokens = design.Tokens
 
 // DefaultTokens are used when the tenant has no design system (or none is wired): the design
 // system's own defaults.
-func DefaultTokens() Tokens { return TokensOf(design.Default(0)) }
-
-// TokensOf is the design tokens of a design system.
-func TokensOf(s design.System) Tokens {
-	return Tokens{
-		PrimaryColor: s.PrimaryColor, SecondaryColor: s.SecondaryColor, BackgroundColor: s.BackgroundColor,
-		TextColor: s.TextColor, HeadingFont: s.HeadingFont, BodyFont: s.BodyFont,
-		BorderRadius: s.BorderRadius, SpacingUnit: s.SpacingUnit, CustomCSS: s.CustomCSS,
-	}
-}
+func DefaultTokens() Tokens { return design.Default(0).Tokens }
 
 // DesignStore is the DesignSource over the tenants' design systems (internal/design).
 type DesignStore struct{ Store *design.Store }
@@ -145,7 +126,7 @@ func (d DesignStore) Tokens(ctx context.Context, tenantID int64) (Tokens, error)
 	if err != nil {
 		return Tokens{}, err
 	}
-	return TokensOf(*s), nil
+	return s.Tokens, nil
 }
 
 // DesignSource gives a tenant's design tokens.
