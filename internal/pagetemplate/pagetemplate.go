@@ -93,17 +93,9 @@ func normTags(f errs.Fields, tags []string) []string {
 	out := make([]string, 0, len(tags))
 	seen := map[string]bool{}
 	for i, t := range tags {
-		t = strings.ToLower(strings.Join(strings.Fields(t), " "))
-		key := fmt.Sprintf("tags[%d]", i)
-		switch {
-		case t == "":
-			f.Add(key, "must not be empty")
-			continue
-		case !utf8.ValidString(t) || strings.ContainsFunc(t, unicode.IsControl):
-			f.Add(key, "must be text without control characters")
-			continue
-		case utf8.RuneCountInString(t) > MaxTagLength:
-			f.Add(key, "must be at most %d characters", MaxTagLength)
+		t, msg := normalizeTag(t)
+		if msg != "" {
+			f.Add(fmt.Sprintf("tags[%d]", i), "%s", msg)
 			continue
 		}
 		if !seen[t] {
@@ -112,6 +104,22 @@ func normTags(f errs.Fields, tags []string) []string {
 		}
 	}
 	return out
+}
+
+// normalizeTag is a tag as it is stored and compared (trimmed, inner spaces collapsed, lower
+// case), or why it cannot be one.
+func normalizeTag(t string) (string, string) {
+	valid := utf8.ValidString(t) // before ToLower, which turns invalid bytes into U+FFFD
+	t = strings.ToLower(strings.Join(strings.Fields(t), " "))
+	switch {
+	case t == "":
+		return "", "must not be empty"
+	case !valid || strings.ContainsFunc(t, unicode.IsControl):
+		return "", "must be text without control characters"
+	case utf8.RuneCountInString(t) > MaxTagLength:
+		return "", fmt.Sprintf("must be at most %d characters", MaxTagLength)
+	}
+	return t, ""
 }
 
 // parsed is a validated Input.
@@ -187,7 +195,14 @@ func scan(row pgx.Row) (*Template, error) {
 // List returns the tenant's templates, newest first; tag (when not empty) keeps those carrying
 // it (compared trimmed and case-insensitively).
 func (s *Service) List(ctx context.Context, tenantID int64, tag string) ([]*Template, error) {
-	tag = strings.ToLower(strings.Join(strings.Fields(tag), " "))
+	if strings.TrimSpace(tag) == "" {
+		tag = ""
+	} else {
+		var msg string
+		if tag, msg = normalizeTag(tag); msg != "" {
+			return nil, errs.Invalid("tag", msg)
+		}
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+columns+` FROM page_templates
 		WHERE tenant_id = $1 AND ($2 = '' OR tags @> ARRAY[$2]::text[])
 		ORDER BY id DESC LIMIT $3`, tenantID, tag, MaxListed)

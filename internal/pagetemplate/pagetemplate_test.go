@@ -56,6 +56,16 @@ func TestTemplatesCRUD(t *testing.T) {
 	if list, _ = svc.List(ctx, a, "winter"); len(list) != 0 {
 		t.Fatalf("unknown tag listed %+v", list)
 	}
+	if list, err = svc.List(ctx, a, "   "); err != nil || len(list) != 2 {
+		t.Fatalf("a blank tag filters nothing: %+v %v", list, err)
+	}
+	// A tag no template can carry is a 400 on tag (a NUL byte was a 500 from Postgres).
+	for _, bad := range []string{"a\x00b", "\xff\xfe", strings.Repeat("t", MaxTagLength+1)} {
+		var ve *errs.ValidationError
+		if _, err := svc.List(ctx, a, bad); !errors.As(err, &ve) || ve.Fields["tag"] == "" {
+			t.Errorf("tag %q: %v", bad, err)
+		}
+	}
 
 	got, err := svc.Get(ctx, a, tpl.ID)
 	if err != nil || got.Blocks[0].ID != tpl.Blocks[0].ID || got.Blocks[1].Props["columns"] != float64(4) {
