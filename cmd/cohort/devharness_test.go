@@ -92,6 +92,7 @@ func startDevWith(t *testing.T, extraEnv map[string]string, logTo io.Writer) *de
 		}
 		select {
 		case err := <-done:
+			done <- nil // already stopped: the cleanup has nothing to wait for
 			t.Fatalf("dev exited early: %v", err)
 		default:
 		}

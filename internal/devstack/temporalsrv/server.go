@@ -13,7 +13,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	uiserver "github.com/temporalio/ui-server/v2/server"
@@ -84,6 +86,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		o.LogLevel = slog.LevelWarn
 	}
 	var err error
+	pickFrontend := o.FrontendPort == 0
 	if o.FrontendPort == 0 {
 		if o.FrontendPort, err = freePort(o.IP); err != nil {
 			return nil, err
@@ -102,15 +105,66 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports := map[primitives.ServiceName]int{primitives.FrontendService: o.FrontendPort}
-	for _, svc := range []primitives.ServiceName{primitives.HistoryService, primitives.MatchingService, primitives.WorkerService} {
-		if ports[svc], err = freePort(o.IP); err != nil {
-			return nil, err
+	// The internal ports (history, matching, worker, the frontend's HTTP API; the frontend too when
+	// it was picked here) are found free and bound a moment later by the server: another process
+	// can take one in between. That is worth a retry with new ports, never a failed start.
+	var srv temporal.Server
+	var level *slog.LevelVar
+	var frontend string
+	for attempt := 1; ; attempt++ {
+		srv, level, frontend, err = newServer(o, clusterName, sqlConf)
+		if err == nil || attempt == 5 || !addrInUse(err) {
+			break
+		}
+		o.Logger.Warn("temporal: a port was taken between picking and binding it; retrying with new ports", "attempt", attempt)
+		if pickFrontend {
+			if o.FrontendPort, err = freePort(o.IP); err != nil {
+				return nil, err
+			}
 		}
 	}
-	httpPort, err := freePort(o.IP)
 	if err != nil {
 		return nil, err
+	}
+	s := &Server{srv: srv, frontend: frontend, namespace: o.Namespace, level: level}
+	if o.UIPort != 0 {
+		s.uiAddr = net.JoinHostPort(o.IP, strconv.Itoa(o.UIPort))
+		s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
+			Host:                o.IP,
+			Port:                o.UIPort,
+			TemporalGRPCAddress: frontend,
+			EnableUI:            true,
+			CORS:                uiconfig.CORS{CookieInsecure: true},
+			HideLogs:            true,
+			DisableNewsFetch:    true,
+			DefaultNamespace:    o.Namespace,
+		}))
+		uiErr := make(chan error, 1)
+		go func() { uiErr <- s.ui.Start() }()
+		if err := waitListening(ctx, s.uiAddr, uiErr); err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("start temporal ui: %w", err)
+		}
+	}
+	if err := waitListening(ctx, frontend, nil); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// newServer creates and starts a server on newly picked internal ports.
+func newServer(o Options, clusterName string, sqlConf *config.SQL) (temporal.Server, *slog.LevelVar, string, error) {
+	var err error
+	ports := map[primitives.ServiceName]int{primitives.FrontendService: o.FrontendPort}
+	for _, svc := range []primitives.ServiceName{primitives.HistoryService, primitives.MatchingService, primitives.WorkerService} {
+		if ports[svc], err = internalPort(o.IP); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	httpPort, err := internalPort(o.IP)
+	if err != nil {
+		return nil, nil, "", err
 	}
 	frontend := net.JoinHostPort(o.IP, strconv.Itoa(o.FrontendPort))
 
@@ -157,11 +211,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	logger := slogLogger{log: o.Logger.With("component", "temporal"), level: level}
 	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
 	if err != nil {
-		return nil, fmt.Errorf("temporal authorizer: %w", err)
+		return nil, nil, "", fmt.Errorf("temporal authorizer: %w", err)
 	}
 	claimMapper, err := authorization.GetClaimMapperFromConfig(&conf.Global.Authorization, logger)
 	if err != nil {
-		return nil, fmt.Errorf("temporal claim mapper: %w", err)
+		return nil, nil, "", fmt.Errorf("temporal claim mapper: %w", err)
 	}
 	dyn := dynamicconfig.StaticClient{
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
@@ -179,36 +233,18 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		temporal.WithDynamicConfigClient(dyn),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("create temporal server: %w", err)
+		return nil, nil, "", fmt.Errorf("create temporal server: %w", err)
 	}
 	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("start temporal server: %w", err)
+		_ = srv.Stop()
+		return nil, nil, "", fmt.Errorf("start temporal server: %w", err)
 	}
-	s := &Server{srv: srv, frontend: frontend, namespace: o.Namespace, level: level}
-	if o.UIPort != 0 {
-		s.uiAddr = net.JoinHostPort(o.IP, strconv.Itoa(o.UIPort))
-		s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
-			Host:                o.IP,
-			Port:                o.UIPort,
-			TemporalGRPCAddress: frontend,
-			EnableUI:            true,
-			CORS:                uiconfig.CORS{CookieInsecure: true},
-			HideLogs:            true,
-			DisableNewsFetch:    true,
-			DefaultNamespace:    o.Namespace,
-		}))
-		uiErr := make(chan error, 1)
-		go func() { uiErr <- s.ui.Start() }()
-		if err := waitListening(ctx, s.uiAddr, uiErr); err != nil {
-			s.Stop()
-			return nil, fmt.Errorf("start temporal ui: %w", err)
-		}
-	}
-	if err := waitListening(ctx, frontend, nil); err != nil {
-		s.Stop()
-		return nil, err
-	}
-	return s, nil
+	return srv, level, frontend, nil
+}
+
+// addrInUse tells a bind refused because the port is taken.
+func addrInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
 }
 
 // Stop shuts the UI and the server down; safe to call twice.
@@ -258,6 +294,9 @@ func sqlConfig(o Options, clusterName string) (*config.SQL, error) {
 	}
 	return conf, nil
 }
+
+// internalPort picks a port for one of the server's internal services (a test makes it collide).
+var internalPort = freePort
 
 func freePort(ip string) (int, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
