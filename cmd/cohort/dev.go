@@ -138,6 +138,7 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 	if err != nil {
 		return err
 	}
+	stops = append(stops, in.closeBus) // before the embedded bus server stops
 	loader, err := c.loader(in)
 	if err != nil {
 		return err

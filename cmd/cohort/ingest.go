@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/api/option"
@@ -39,6 +40,9 @@ type ingestion struct {
 	store     load.EventStore
 	errlog    *ingest.ErrorLog
 	publisher *ingest.BusPublisher
+	// closeBus closes the bus client once (flushing pending acks); cohort dev calls it before it
+	// stops the embedded bus server, which a flush after the server is gone would wait on.
+	closeBus func()
 }
 
 // openIngestion connects the bus (emb points it at an embedded server in dev) and the warehouse.
@@ -47,7 +51,8 @@ func (c *core) openIngestion(ctx context.Context, emb embeddedBus) (*ingestion, 
 	if err != nil {
 		return nil, err
 	}
-	c.closers = append(c.closers, func() { _ = b.Close() })
+	closeBus := sync.OnceFunc(func() { _ = b.Close() })
+	c.closers = append(c.closers, closeBus)
 	// An embedded bus is ours to set up; so is a NATS stream that does not exist yet (with
 	// NATS_MANAGE_STREAM, also one that does). Pub/Sub topics are provisioned with the project.
 	if emb.pubsub != nil || emb.nats != nil || c.cfg.EventBus() == "nats" {
@@ -59,7 +64,7 @@ func (c *core) openIngestion(ctx context.Context, emb embeddedBus) (*ingestion, 
 	if err != nil {
 		return nil, err
 	}
-	in := &ingestion{bus: b, warehouse: wh, store: store, errlog: ingest.NewErrorLog(c.db.Pool, c.log, time.Now)}
+	in := &ingestion{bus: b, warehouse: wh, store: store, errlog: ingest.NewErrorLog(c.db.Pool, c.log, time.Now), closeBus: closeBus}
 	c.closers = append(c.closers, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
