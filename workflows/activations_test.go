@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/internal/errs"
@@ -74,8 +75,7 @@ func manualInput() ActivationSyncInput {
 // runSync runs ActivationSync against mocks configured by c.
 func runSync(t *testing.T, c syncCase) (*syncRecorder, *testsuite.TestWorkflowEnvironment) {
 	t.Helper()
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := newTestEnv()
 	env.RegisterActivity(&activities.Activations{})
 	rec := &syncRecorder{}
 	env.OnActivity(syncActs.BeginSync, mock.Anything, mock.Anything).Return(
@@ -459,4 +459,14 @@ func TestSyncJobsStartsTheManualSync(t *testing.T) {
 	if !errors.Is(err, errs.ErrUnavailable) || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("start failure = %v, want ErrUnavailable wrapping the cause", err)
 	}
+}
+
+// newTestEnv is a test workflow environment whose deadlock detector allows for a starved CPU: its
+// default (a workflow task may run 1 s) failed tests at random when the whole suite shares 2 cores
+// with Postgres. Real workers keep the default.
+func newTestEnv() *testsuite.TestWorkflowEnvironment {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
+	return env
 }

@@ -16,7 +16,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -119,8 +118,7 @@ func TestProductEmbeddings(t *testing.T) {
 }
 
 func runProductEmbeddings(t *testing.T, c embedCase) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := newTestEnv()
 	env.RegisterActivity(&activities.ProductEmbeddings{})
 	var (
 		mu    sync.Mutex

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/cohort-dev/cohort/activities"
@@ -51,8 +50,7 @@ func TestCatalogImport(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var s testsuite.WorkflowTestSuite
-			env := s.NewTestWorkflowEnvironment()
+			env := newTestEnv()
 			env.RegisterActivity(&activities.CatalogImports{})
 			var (
 				mu       sync.Mutex

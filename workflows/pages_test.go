@@ -192,8 +192,7 @@ func mockPageActivities(env *testsuite.TestWorkflowEnvironment, s pageScript, re
 
 func runPageGenerate(t *testing.T, s pageScript) (*pageRecorder, PageGenerateResult, error) {
 	t.Helper()
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
+	env := newTestEnv()
 	env.RegisterWorkflow(PageGenerate)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: PageGenerateID(testTenant, testPage), TaskQueue: "test"})
 	rec := &pageRecorder{}
@@ -373,8 +372,7 @@ func TestPageGenerateContinuesAsNew(t *testing.T) {
 
 func runBulk(t *testing.T, s pageScript) (*pageRecorder, PageBulkGenerateResult, error) {
 	t.Helper()
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
+	env := newTestEnv()
 	env.RegisterWorkflow(PageBulkGenerate)
 	env.RegisterWorkflow(PageGenerate)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: PageBulkGenerateID(testTenant, 77), TaskQueue: "test"})

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/internal/catalog/prodseg"
@@ -56,8 +55,7 @@ type psCase struct {
 
 func runProductSegmentCompute(t *testing.T, c psCase) (*psRecorder, ProductSegmentComputeResult, error) {
 	t.Helper()
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := newTestEnv()
 	env.RegisterActivity(&activities.ProductSegments{})
 	env.RegisterWorkflow(ProductSegmentCompute)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: ProductSegmentComputeID(testTenant, testProductSegment), TaskQueue: "test"})
@@ -282,8 +280,7 @@ func TestProductSegmentComputeActivities(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var s testsuite.WorkflowTestSuite
-			env := s.NewTestWorkflowEnvironment()
+			env := newTestEnv()
 			svc := &fakeProductSegments{computeErrs: c.computeErrs}
 			env.RegisterActivity(&activities.ProductSegments{Svc: svc})
 			env.RegisterWorkflow(ProductSegmentCompute)

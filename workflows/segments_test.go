@@ -95,8 +95,7 @@ type computeCase struct {
 // result and the workflow error.
 func runCompute(t *testing.T, c computeCase) (*computeRecorder, SegmentComputeResult, error) {
 	t.Helper()
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := newTestEnv()
 	env.RegisterActivity(&activities.Segments{})
 	env.RegisterWorkflow(SegmentCompute)
 	rec := &computeRecorder{}
@@ -584,8 +583,7 @@ func TestSegmentCompute(t *testing.T) {
 // listener does not see them); TestSegmentComputeAbandonsSyncChildren checks their parent close
 // policy.
 func TestSegmentComputeChildOptions(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := newTestEnv()
 	env.RegisterActivity(&activities.Segments{})
 	env.OnActivity(acts.BeginCompute, mock.Anything, mock.Anything).Return(activities.BeginComputeResult{RunID: 5, Version: 1}, nil)
 	env.OnActivity(acts.Materialize, mock.Anything, mock.Anything).Return(segment.RunResult{RunID: 5, Version: 1, Matched: 3}, nil)
@@ -625,8 +623,7 @@ func TestSegmentComputeChildOptions(t *testing.T) {
 // TestSegmentComputeAbandonsSyncChildren: the compute ends without waiting for its sync
 // children, and they run to their end after it (abandoned, not terminated with the parent).
 func TestSegmentComputeAbandonsSyncChildren(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := newTestEnv()
 	env.RegisterActivity(&activities.Segments{})
 	env.OnActivity(acts.BeginCompute, mock.Anything, mock.Anything).Return(activities.BeginComputeResult{RunID: 5, Version: 1}, nil).Once()
 	env.OnActivity(acts.Materialize, mock.Anything, mock.Anything).Return(segment.RunResult{RunID: 5, Version: 1, Matched: 3}, nil).Once()
@@ -766,8 +763,7 @@ func TestSegmentDraft(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var s testsuite.WorkflowTestSuite
-			env := s.NewTestWorkflowEnvironment()
+			env := newTestEnv()
 			env.RegisterActivity(&activities.Segments{})
 			var mu sync.Mutex
 			var prevs []string
@@ -844,8 +840,7 @@ func TestSegmentDraft(t *testing.T) {
 // TestSegmentDraftRetriesProviderFailures: a transient provider error is retried by Temporal
 // (the activity's retry policy), not counted as an attempt of the model.
 func TestSegmentDraftRetriesProviderFailures(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := newTestEnv()
 	env.RegisterActivity(&activities.Segments{})
 	def := json.RawMessage(`{"all":[]}`)
 	env.OnActivity(acts.DraftDefinition, mock.Anything, mock.Anything).Return(activities.DraftResult{}, errors.New("503 from provider")).Twice()
@@ -890,8 +885,7 @@ func TestSegmentExport(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var s testsuite.WorkflowTestSuite
-			env := s.NewTestWorkflowEnvironment()
+			env := newTestEnv()
 			env.RegisterActivity(&activities.Segments{})
 			var mu sync.Mutex
 			var writes []activities.ExportInput
@@ -961,8 +955,7 @@ func TestSegmentExport(t *testing.T) {
 // run again). It returns the Materialize calls and the workflow's result and error.
 func runBusyCompute(t *testing.T, requestRuns int, lateRequest bool, begin func(n int) error) (int, SegmentComputeResult, error) {
 	t.Helper()
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := newTestEnv()
 	env.RegisterActivity(&activities.Segments{})
 	env.RegisterWorkflow(SegmentCompute)
 	var mu sync.Mutex
