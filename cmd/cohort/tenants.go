@@ -30,6 +30,9 @@ const tenantsUsage = `usage: cohort tenants <command> [flags]
   revoke-tokens --slug S                  revoke every Bearer and session token minted so far; mint new ones
                                           with token (clients with a pk_ key open new sessions themselves)
   revoke-key --slug S --key-id ID         revoke one key now (ID as listed by keys, e.g. sk_0123456789ab)
+  rotate-secrets --slug S [--webhook] [--identity]
+                                          replace the webhook secret and/or identity secret (neither flag:
+                                          both); prints the new ones; the old ones are refused at once
   keys --slug S                           list a tenant's keys (never their secrets)
   set --slug S --require-signed-user-id=true|false
                                           require pk_ session handshakes to carry a signed user_id
@@ -61,6 +64,8 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 	requireSig := fs.String("require-signed-user-id", "", "true or false")
 	pageLimit := fs.Int("page-limit", -1, "AI landing pages the tenant may hold")
 	allowedOrigins := fs.String("allowed-origins", "", "comma-separated browser origins; empty: any")
+	rotateWebhook := fs.Bool("webhook", false, "rotate-secrets: replace the webhook secret")
+	rotateIdentity := fs.Bool("identity", false, "rotate-secrets: replace the identity secret")
 	if err := fs.Parse(rest); err != nil {
 		return fmt.Errorf("%w: %v\n%s", errUsage, err, tenantsUsage)
 	}
@@ -68,7 +73,7 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 		return fmt.Errorf("%w: --slug is required\n%s", errUsage, tenantsUsage)
 	}
 	switch sub {
-	case "create", "token", "rotate-keys", "revoke-tokens", "revoke-key", "keys", "set":
+	case "create", "token", "rotate-keys", "revoke-tokens", "revoke-key", "rotate-secrets", "keys", "set":
 	default:
 		return fmt.Errorf("%w: unknown tenants command %q\n%s", errUsage, sub, tenantsUsage)
 	}
@@ -132,6 +137,30 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 			return err
 		}
 		return out.Encode(map[string]any{"slug": *slug, "key_id": *keyID, "revoked": true})
+	case "rotate-secrets":
+		webhook, identity := *rotateWebhook, *rotateIdentity
+		if !flagSet(fs, "webhook") && !flagSet(fs, "identity") {
+			webhook, identity = true, true
+		}
+		if !webhook && !identity {
+			return fmt.Errorf("%w: nothing to rotate: give --webhook, --identity or neither (both)", errUsage)
+		}
+		newWebhook, newIdentity, err := c.tenants.RotateSecrets(ctx, *slug, webhook, identity)
+		if err != nil {
+			return err
+		}
+		res := map[string]any{"slug": *slug}
+		rotated := []string{}
+		if webhook {
+			res["webhook_secret"] = newWebhook
+			rotated = append(rotated, "webhook_secret")
+		}
+		if identity {
+			res["identity_secret"] = newIdentity
+			rotated = append(rotated, "identity_secret")
+		}
+		res["rotated"] = rotated
+		return out.Encode(res)
 	case "keys":
 		keys, err := c.tenants.Keys(ctx, *slug)
 		if err != nil {

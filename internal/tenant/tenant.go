@@ -275,6 +275,58 @@ func (s *Service) RevokeKey(ctx context.Context, slug, keyID string) error {
 	return nil
 }
 
+// RotateSecrets replaces the tenant's storefront webhook secret (webhook), its identity secret for
+// signed user ids (identity), or both, with new random ones made as Create makes them, and returns
+// the new plain values (empty for a secret not rotated): they are shown this once, only their
+// sealed form is stored. At least one of webhook and identity must be true.
+//
+// The old secret stops working at once, with no grace period, in this process and in every other:
+// neither secret is cached anywhere (WebhookSecret and IdentitySettings read the tenants row on
+// every webhook delivery and every pk_ handshake; the 30 s auth.Deps.CacheTTL covers only keys and
+// token generations). The storefront and the tenant's backend must switch to the new value; until
+// they do, webhooks are refused (401 bad_signature) and signed handshakes fail. Sessions opened
+// before, including any with a user id signed with a leaked identity secret, stay valid until they
+// expire: revoke them with RevokeTokens.
+func (s *Service) RotateSecrets(ctx context.Context, slug string, webhook, identity bool) (newWebhook, newIdentity string, err error) {
+	if !webhook && !identity {
+		return "", "", errs.Invalid("secrets", "choose the webhook secret, the identity secret or both")
+	}
+	t, err := s.BySlug(ctx, slug)
+	if err != nil {
+		return "", "", err
+	}
+	cols := map[string]any{"updated_at": s.now()}
+	if webhook {
+		if newWebhook, err = auth.RandomSecret(32); err != nil {
+			return "", "", err
+		}
+		sealed, err := s.box.SealString(newWebhook, aad(t.ID, "webhook_secret"))
+		if err != nil {
+			return "", "", err
+		}
+		cols["webhook_secret_sealed"] = sealed
+	}
+	if identity {
+		if newIdentity, err = auth.RandomSecret(32); err != nil {
+			return "", "", err
+		}
+		sealed, err := s.box.SealString(newIdentity, aad(t.ID, "identity_secret"))
+		if err != nil {
+			return "", "", err
+		}
+		cols["identity_secret_sealed"] = sealed
+	}
+	// One UPDATE of the chosen columns; a tenant deleted since BySlug is not found.
+	res := s.db.WithContext(ctx).Model(&Tenant{}).Where("id = ?", t.ID).Updates(cols)
+	if res.Error != nil {
+		return "", "", fmt.Errorf("store tenant secrets: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return "", "", fmt.Errorf("tenant %q: %w", slug, errs.ErrNotFound)
+	}
+	return newWebhook, newIdentity, nil
+}
+
 // Keys lists a tenant's keys (never their secrets).
 func (s *Service) Keys(ctx context.Context, slug string) ([]APIKey, error) {
 	t, err := s.BySlug(ctx, slug)
