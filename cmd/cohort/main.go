@@ -27,6 +27,8 @@ commands:
   worker    run the Temporal worker and the event loader (production)
   migrate   apply schema migrations to DATABASE_URL
   tenants   create a tenant, mint tokens, rotate and revoke keys (cohort tenants help)
+  secret-key reseal
+            re-encrypt stored secrets with a rotated COHORT_SECRET_KEY (cohort secret-key help)
 `
 
 func main() {
@@ -86,6 +88,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runMigrate(ctx, cfg, logger, stdout)
 	case "tenants":
 		err = runTenants(ctx, cfg, logger, rest, stdout)
+	case "secret-key":
+		err = runSecretKey(ctx, cfg, logger, rest, stdout)
 	default:
 		_, _ = fmt.Fprintf(stderr, "cohort: unknown command %q\n\n%s", cmd, usage)
 		return 2

@@ -36,6 +36,15 @@ const (
 	purposeBlobURLs  = "cohort/blob-urls/v1"
 )
 
+// derivedKeys derives purpose's key from each of keys.
+func derivedKeys(keys [][]byte, purpose string) [][]byte {
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		out[i] = secretbox.DeriveKey(k, purpose)
+	}
+	return out
+}
+
 // core is what every role needs: the metadata store, tenants and authentication.
 type core struct {
 	cfg       *config.Config
@@ -79,8 +88,15 @@ func openCore(ctx context.Context, cfg *config.Config, logger *slog.Logger, o co
 			return nil, err
 		}
 	}
+	// Secrets are sealed with the current key; previous keys (during a rotation) still open
+	// what they sealed and verify the tokens they signed.
 	boxKey := secretbox.DeriveKey(cfg.SecretKey, purposeSecretBox)
-	c.box, err = secretbox.New(map[string][]byte{secretbox.KeyID(boxKey): boxKey}, secretbox.KeyID(boxKey))
+	boxKeys := map[string][]byte{secretbox.KeyID(boxKey): boxKey}
+	for _, k := range cfg.PreviousSecretKeys {
+		prev := secretbox.DeriveKey(k, purposeSecretBox)
+		boxKeys[secretbox.KeyID(prev)] = prev
+	}
+	c.box, err = secretbox.New(boxKeys, secretbox.KeyID(boxKey))
 	if err != nil {
 		return nil, err
 	}
@@ -88,11 +104,18 @@ func openCore(ctx context.Context, cfg *config.Config, logger *slog.Logger, o co
 	if err != nil {
 		return nil, err
 	}
+	if err := c.signer.AcceptPrevious(derivedKeys(cfg.PreviousSecretKeys, purposeTokens)...); err != nil {
+		return nil, err
+	}
 	c.tenants = tenant.NewService(db.Gorm, c.box, time.Now)
 	// Tokens signed and secrets sealed under another key than the database was set up with would
 	// be refused or unreadable later: every role stops here instead.
-	if err := keycheck.Check(ctx, db.Gorm, cfg.SecretKey, c.tenants, secretKeySource(cfg)); err != nil {
+	pending, err := keycheck.CheckRotating(ctx, db.Gorm, cfg.SecretKey, cfg.PreviousSecretKeys, c.tenants, secretKeySource(cfg))
+	if err != nil {
 		return nil, err
+	}
+	if pending {
+		logger.Warn("the database's secrets are still sealed with a previous secret key (COHORT_SECRET_KEY_PREVIOUS): run `cohort secret-key reseal`")
 	}
 	var jwks *auth.JWKSVerifier
 	if cfg.JWT.JWKSURL != "" {
@@ -121,7 +144,9 @@ func (c *core) openBlob(ctx context.Context) error {
 			Dir:        filepath.Join(c.cfg.DataDir, "blobs"),
 			BaseURL:    c.cfg.PublicBaseURL,
 			SigningKey: secretbox.DeriveKey(c.cfg.SecretKey, purposeBlobURLs),
-			Now:        time.Now,
+			// Links signed before a rotation of the secret key stay valid until they expire.
+			PreviousSigningKeys: derivedKeys(c.cfg.PreviousSecretKeys, purposeBlobURLs),
+			Now:                 time.Now,
 		})
 		if err != nil {
 			return err

@@ -46,6 +46,7 @@ type overlay struct {
 var overlays = []overlay{
 	{dir: "overlays/dev"},
 	{dir: "overlays/gke", production: true},
+	{dir: "overlays/gke-key-rotation", production: true},
 }
 
 // TestOverlays renders each overlay from disk and requires no problem at all.

@@ -44,6 +44,31 @@ type Claims struct {
 type Signer struct {
 	key []byte
 	now func() time.Time
+	// previous keys still verify tokens minted before the secret key was rotated (never mint).
+	previous [][]byte
+}
+
+// AcceptPrevious makes the signer also verify tokens signed with earlier keys, while the tokens
+// minted before a rotation of the secret key run out (24 h at most). It mints with its own key.
+func (s *Signer) AcceptPrevious(keys ...[]byte) error {
+	for _, k := range keys {
+		if len(k) < 32 {
+			return errors.New("previous token signing key must be at least 32 bytes")
+		}
+	}
+	s.previous = append(s.previous, keys...)
+	return nil
+}
+
+func (s *Signer) verificationKey(*jwt.Token) (any, error) {
+	if len(s.previous) == 0 {
+		return s.key, nil
+	}
+	set := jwt.VerificationKeySet{Keys: []jwt.VerificationKey{s.key}}
+	for _, k := range s.previous {
+		set.Keys = append(set.Keys, k)
+	}
+	return set, nil
 }
 
 // NewSigner takes the signing key (at least 32 bytes) and the clock.
@@ -84,7 +109,7 @@ var ErrTokenExpired = errors.New("token expired")
 // Verify checks signature, issuer, audience and expiry of a token Cohort minted.
 func (s *Signer) Verify(token string) (*Claims, error) {
 	var c Claims
-	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return s.key, nil },
+	_, err := jwt.ParseWithClaims(token, &c, s.verificationKey,
 		jwt.WithValidMethods([]string{"HS256"}),
 		jwt.WithIssuer(issuer),
 		jwt.WithAudience(audience),

@@ -298,3 +298,42 @@ func publicKeyDER(t *testing.T, pub any) []byte {
 	}
 	return b
 }
+
+// After a rotation of the secret key, tokens minted with the previous key keep verifying (until
+// they expire) once it is accepted; new tokens are minted with the new key only.
+func TestSignerAcceptsPreviousKeys(t *testing.T) {
+	clk := newClock(t0)
+	oldSigner := newSigner(t, otherSecret, clk)
+	oldToken, _, err := oldSigner.Mint(auth.Claims{TenantID: 7, Type: auth.TokenAccess}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated := newSigner(t, signingSecret, clk)
+	if _, err := rotated.Verify(oldToken); err == nil {
+		t.Fatal("a token of another key verified without AcceptPrevious")
+	}
+	if err := rotated.AcceptPrevious(make([]byte, 31)); err == nil {
+		t.Fatal("a 31-byte previous key was accepted")
+	}
+	if err := rotated.AcceptPrevious(otherSecret); err != nil {
+		t.Fatal(err)
+	}
+	c, err := rotated.Verify(oldToken)
+	if err != nil || c.TenantID != 7 {
+		t.Fatalf("old token after AcceptPrevious: %+v, %v", c, err)
+	}
+	newToken, _, err := rotated.Mint(auth.Claims{TenantID: 7, Type: auth.TokenAccess}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newSigner(t, signingSecret, clk).Verify(newToken); err != nil {
+		t.Fatalf("a new token does not verify with the new key alone: %v", err)
+	}
+	if _, err := oldSigner.Verify(newToken); err == nil {
+		t.Fatal("a new token verified with the previous key: it was minted with the old one")
+	}
+	clk.Advance(2 * time.Hour)
+	if _, err := rotated.Verify(oldToken); !errors.Is(err, auth.ErrTokenExpired) {
+		t.Fatalf("expired old token: %v, want ErrTokenExpired", err)
+	}
+}

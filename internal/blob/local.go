@@ -39,6 +39,9 @@ type LocalConfig struct {
 	// SigningKey is the HMAC-SHA256 key for signed URLs, at least
 	// MinSigningKeyLen bytes. Every process serving the URLs needs the same key.
 	SigningKey []byte
+	// PreviousSigningKeys still verify URLs signed before the secret key was rotated (at most
+	// a link's lifetime); URLs are signed with SigningKey only.
+	PreviousSigningKeys [][]byte
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -56,6 +59,7 @@ type Local struct {
 	dir     string
 	baseURL string
 	key     []byte
+	prev    [][]byte
 	now     func() time.Time
 }
 
@@ -80,6 +84,13 @@ func NewLocal(cfg LocalConfig) (*Local, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("local blob store: %w", err)
 	}
+	var prev [][]byte
+	for _, k := range cfg.PreviousSigningKeys {
+		if len(k) < MinSigningKeyLen {
+			return nil, fmt.Errorf("local blob store: a previous signing key has %d bytes, need at least %d", len(k), MinSigningKeyLen)
+		}
+		prev = append(prev, append([]byte(nil), k...))
+	}
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
@@ -88,6 +99,7 @@ func NewLocal(cfg LocalConfig) (*Local, error) {
 		dir:     dir,
 		baseURL: base,
 		key:     append([]byte(nil), cfg.SigningKey...),
+		prev:    prev,
 		now:     now,
 	}, nil
 }
@@ -280,7 +292,7 @@ func (l *Local) Verify(key, expires, sig string) error {
 	if err != nil || len(got) != sha256.Size {
 		return fmt.Errorf("%w: malformed sig", ErrBadSignature)
 	}
-	if !hmac.Equal(got, l.mac(key, expires)) {
+	if !l.signedByUs(got, key, expires) {
 		return ErrBadSignature
 	}
 	if !l.now().Before(time.Unix(secs, 0)) {
@@ -289,8 +301,20 @@ func (l *Local) Verify(key, expires, sig string) error {
 	return nil
 }
 
-func (l *Local) mac(key, expires string) []byte {
-	m := hmac.New(sha256.New, l.key)
+// signedByUs compares sig with the MAC under the signing key and each previous key, every one in
+// constant time.
+func (l *Local) signedByUs(sig []byte, key, expires string) bool {
+	ok := hmac.Equal(sig, l.mac(key, expires))
+	for _, k := range l.prev {
+		ok = hmac.Equal(sig, macWith(k, key, expires)) || ok
+	}
+	return ok
+}
+
+func (l *Local) mac(key, expires string) []byte { return macWith(l.key, key, expires) }
+
+func macWith(signingKey []byte, key, expires string) []byte {
+	m := hmac.New(sha256.New, signingKey)
 	m.Write([]byte(key))
 	m.Write([]byte{'\n'})
 	m.Write([]byte(expires))

@@ -522,3 +522,53 @@ func TestLocalSignedURLTTL(t *testing.T) {
 		})
 	}
 }
+
+// A URL signed before the secret key was rotated verifies while the old key is kept as a
+// previous key; new URLs are signed with the new key, and without the previous key the old URL
+// is refused.
+func TestLocalSignedURLPreviousKey(t *testing.T) {
+	ctx := context.Background()
+	clock := &testClock{now: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
+	oldKey, newKey := bytes.Repeat([]byte("o"), 32), bytes.Repeat([]byte("n"), 32)
+	dir := t.TempDir()
+	open := func(prev ...[]byte) *Local {
+		l, err := NewLocal(LocalConfig{Dir: dir, BaseURL: testBaseURL, SigningKey: newKey, PreviousSigningKeys: prev, Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	before, err := NewLocal(LocalConfig{Dir: dir, BaseURL: testBaseURL, SigningKey: oldKey, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "t1/exports/page-3.zip"
+	parts := func(l *Local) (string, string) {
+		raw, err := l.SignedURL(ctx, key, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.Query().Get("expires"), u.Query().Get("sig")
+	}
+	exp, sig := parts(before)
+	if err := open(oldKey).Verify(key, exp, sig); err != nil {
+		t.Fatalf("old link with the previous key kept: %v", err)
+	}
+	if err := open().Verify(key, exp, sig); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("old link without the previous key: %v, want ErrBadSignature", err)
+	}
+	exp, sig = parts(open(oldKey))
+	if err := open().Verify(key, exp, sig); err != nil {
+		t.Fatalf("a new link is not signed with the new key: %v", err)
+	}
+	if err := before.Verify(key, exp, sig); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("a new link verified with the old key alone: %v", err)
+	}
+	if _, err := NewLocal(LocalConfig{Dir: dir, BaseURL: testBaseURL, SigningKey: newKey, PreviousSigningKeys: [][]byte{[]byte("short")}}); err == nil {
+		t.Fatal("a short previous key was accepted")
+	}
+}

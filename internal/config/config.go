@@ -4,6 +4,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/url"
@@ -35,6 +36,11 @@ type Config struct {
 
 	DatabaseURL string // DATABASE_URL (+_FILE)
 	SecretKey   []byte // COHORT_SECRET_KEY (+_FILE): token signing, URL signing, secret encryption
+	// PreviousSecretKeys (COHORT_SECRET_KEY_PREVIOUS, +_FILE; several separated by commas or
+	// newlines) are earlier secret keys kept during a rotation: they still open secrets sealed with
+	// them (until `cohort secret-key reseal`) and verify tokens and links signed with them (until
+	// those expire, 24 h). Nothing new is signed or sealed with them.
+	PreviousSecretKeys [][]byte
 
 	Temporal TemporalConfig
 	// Bus is the event bus: COHORT_BUS pubsub|nats. Unset: nats when NATS_URL is set, else
@@ -281,6 +287,11 @@ func Load(env Getenv) (*Config, error) {
 	if s := r.secret("COHORT_SECRET_KEY"); s != "" {
 		c.SecretKey = []byte(s)
 	}
+	for _, k := range strings.FieldsFunc(r.secret("COHORT_SECRET_KEY_PREVIOUS"), func(r rune) bool { return r == ',' || r == '\n' || r == '\r' }) {
+		if k = strings.TrimSpace(k); k != "" {
+			c.PreviousSecretKeys = append(c.PreviousSecretKeys, []byte(k))
+		}
+	}
 	if c.AI.Provider == "" {
 		c.AI.Provider = "local"
 		if c.AI.APIKey != "" {
@@ -359,6 +370,14 @@ func (c *Config) Validate(role Role) error {
 	var bad []error
 	if role != RoleDev && role != RoleTenants && len(c.SecretKey) > 0 && len(c.SecretKey) < 32 {
 		bad = append(bad, errors.New("COHORT_SECRET_KEY must be at least 32 bytes"))
+	}
+	for i, k := range c.PreviousSecretKeys {
+		switch {
+		case len(k) < 32:
+			bad = append(bad, fmt.Errorf("COHORT_SECRET_KEY_PREVIOUS: key %d must be at least 32 bytes", i+1))
+		case bytes.Equal(k, c.SecretKey):
+			bad = append(bad, fmt.Errorf("COHORT_SECRET_KEY_PREVIOUS: key %d is COHORT_SECRET_KEY itself", i+1))
+		}
 	}
 	switch c.Warehouse {
 	case "bigquery", "postgres":

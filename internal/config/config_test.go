@@ -664,3 +664,35 @@ func TestMissingErrorMessage(t *testing.T) {
 		t.Fatalf("Error() = %q, want %q", got, want)
 	}
 }
+
+func TestPreviousSecretKeys(t *testing.T) {
+	other := strings.Repeat("p", 32)
+	third := strings.Repeat("q", 40)
+	c, err := config.Load(env(with(serveEnv(), map[string]string{"COHORT_SECRET_KEY_PREVIOUS": other + ", " + third + "\n"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.PreviousSecretKeys) != 2 || string(c.PreviousSecretKeys[0]) != other || string(c.PreviousSecretKeys[1]) != third {
+		t.Fatalf("previous keys = %q", c.PreviousSecretKeys)
+	}
+	if err := c.Validate(config.RoleServe); err != nil {
+		t.Fatalf("valid previous keys refused: %v", err)
+	}
+	file := filepath.Join(t.TempDir(), "previous")
+	if err := os.WriteFile(file, []byte(other+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = config.Load(env(with(serveEnv(), map[string]string{"COHORT_SECRET_KEY_PREVIOUS_FILE": file}))); err != nil || len(c.PreviousSecretKeys) != 1 {
+		t.Fatalf("from a file: %q, %v", c.PreviousSecretKeys, err)
+	}
+	for _, bad := range []string{"short", goodSecret} {
+		c, err := config.Load(env(with(serveEnv(), map[string]string{"COHORT_SECRET_KEY_PREVIOUS": bad})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Validate(config.RoleServe)
+		if err == nil || !strings.Contains(err.Error(), "COHORT_SECRET_KEY_PREVIOUS") || strings.Contains(err.Error(), bad) {
+			t.Fatalf("previous key %q: %v; want an error naming the variable, not the key", bad, err)
+		}
+	}
+}

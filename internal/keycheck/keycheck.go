@@ -113,6 +113,39 @@ func Check(ctx context.Context, db *gorm.DB, secretKey []byte, sealed SealedData
 	return nil
 }
 
+// CheckRotating is Check during a rotation of the secret key (COHORT_SECRET_KEY_PREVIOUS set):
+// a database set up with one of the previous keys is accepted too, and pending says so: its
+// stored secrets are still sealed with that key until `cohort secret-key reseal` runs (which
+// Records the new key's fingerprint).
+func CheckRotating(ctx context.Context, db *gorm.DB, secretKey []byte, previous [][]byte, sealed SealedData, keySource string) (pending bool, err error) {
+	if len(previous) > 0 {
+		got, found, err := stored(db.WithContext(ctx))
+		if err != nil {
+			return false, err
+		}
+		for _, k := range previous {
+			if found && hmac.Equal([]byte(got), []byte(Fingerprint(k))) {
+				return true, nil
+			}
+		}
+	}
+	return false, Check(ctx, db, secretKey, sealed, keySource)
+}
+
+// Record stores secretKey's fingerprint as the key the database is set up with (after its
+// secrets were resealed with it; db is usually that transaction).
+func Record(ctx context.Context, db *gorm.DB, secretKey []byte) error {
+	row := fingerprintRow{Singleton: true, Fingerprint: Fingerprint(secretKey), CreatedAt: time.Now().UTC()}
+	err := db.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "singleton"}},
+		DoUpdates: clause.AssignmentColumns([]string{"fingerprint", "created_at"}),
+	}).Create(&row).Error
+	if err != nil {
+		return fmt.Errorf("store secret key fingerprint: %w", explain(err))
+	}
+	return nil
+}
+
 func stored(db *gorm.DB) (fp string, found bool, err error) {
 	var rows []fingerprintRow
 	if err := db.Limit(1).Find(&rows).Error; err != nil {

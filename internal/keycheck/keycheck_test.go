@@ -247,3 +247,32 @@ func emptyDatabase(t *testing.T) *store.DB {
 	t.Cleanup(db.Close)
 	return db
 }
+
+// During a rotation the new key is accepted on a database set up with a previous one (pending),
+// and once Record stores the new fingerprint, the old key is refused.
+func TestCheckRotating(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.OpenDB(t)
+	if err := keycheck.Check(ctx, db.Gorm, keyA, tenants(t, db, keyA), "old"); err != nil {
+		t.Fatal(err)
+	}
+	wantMismatch(t, keycheck.Check(ctx, db.Gorm, keyB, tenants(t, db, keyB), "COHORT_SECRET_KEY"), "COHORT_SECRET_KEY")
+	pending, err := keycheck.CheckRotating(ctx, db.Gorm, keyB, [][]byte{keyA}, tenants(t, db, keyB), "COHORT_SECRET_KEY")
+	if err != nil || !pending {
+		t.Fatalf("new key with the old one as previous: pending %v, %v; want pending", pending, err)
+	}
+	if err := keycheck.Record(ctx, db.Gorm, keyB); err != nil {
+		t.Fatal(err)
+	}
+	if fp, _ := storedFingerprint(t, db); fp != keycheck.Fingerprint(keyB) {
+		t.Fatalf("fingerprint after Record = %s, want keyB's", fp)
+	}
+	pending, err = keycheck.CheckRotating(ctx, db.Gorm, keyB, [][]byte{keyA}, tenants(t, db, keyB), "COHORT_SECRET_KEY")
+	if err != nil || pending {
+		t.Fatalf("after Record: pending %v, %v; want done", pending, err)
+	}
+	if err := keycheck.Check(ctx, db.Gorm, keyB, tenants(t, db, keyB), "COHORT_SECRET_KEY"); err != nil {
+		t.Fatalf("new key alone after Record: %v", err)
+	}
+	wantMismatch(t, keycheck.Check(ctx, db.Gorm, keyA, tenants(t, db, keyA), "old"), "old")
+}

@@ -173,6 +173,25 @@ func (b *Box) OpenString(sealed, aad string) (string, error) {
 	return string(p), nil
 }
 
+// ResealString re-encrypts a value under the active key (after the master key was rotated):
+// it opens sealed with whichever key it names and seals the plaintext anew. A value already under
+// the active key is returned as it is, with changed false.
+func (b *Box) ResealString(sealed, aad string) (out string, changed bool, err error) {
+	if strings.HasPrefix(sealed, version+":"+b.activeID+":") {
+		if _, err := b.Open(sealed, []byte(aad)); err != nil {
+			return "", false, err
+		}
+		return sealed, false, nil
+	}
+	plain, err := b.Open(sealed, []byte(aad))
+	if err != nil {
+		return "", false, err
+	}
+	out, err = b.Seal(plain, []byte(aad))
+	clear(plain)
+	return out, err == nil, err
+}
+
 // Format keeps key material out of logs: every fmt verb prints only the
 // active key id and the number of keys.
 func (b *Box) Format(f fmt.State, _ rune) {

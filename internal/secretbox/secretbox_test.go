@@ -405,3 +405,33 @@ func assertNoLeak(t *testing.T, s, plaintext string, keys ...[]byte) {
 		}
 	}
 }
+
+func TestResealString(t *testing.T) {
+	oldBox := newTestBox(t, map[string][]byte{"old": testKey(1)}, "old")
+	sealed, err := oldBox.SealString("klaviyo-key", "tenant:1/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated := newTestBox(t, map[string][]byte{"old": testKey(1), "new": testKey(2)}, "new")
+	out, changed, err := rotated.ResealString(sealed, "tenant:1/x")
+	if err != nil || !changed || !strings.HasPrefix(out, "v1:new:") {
+		t.Fatalf("reseal = %q, %v, %v; want a value under the new key", out, changed, err)
+	}
+	newOnly := newTestBox(t, map[string][]byte{"new": testKey(2)}, "new")
+	if got, err := newOnly.OpenString(out, "tenant:1/x"); err != nil || got != "klaviyo-key" {
+		t.Fatalf("open resealed without the old key = %q, %v", got, err)
+	}
+	again, changed, err := rotated.ResealString(out, "tenant:1/x")
+	if err != nil || changed || again != out {
+		t.Fatalf("resealing a value under the active key changed it: %q, %v, %v", again, changed, err)
+	}
+	if _, _, err := rotated.ResealString(out, "tenant:2/x"); !errors.Is(err, ErrDecrypt) {
+		t.Fatalf("wrong aad under the active key: %v, want ErrDecrypt", err)
+	}
+	if _, _, err := rotated.ResealString(sealed, "tenant:2/x"); !errors.Is(err, ErrDecrypt) {
+		t.Fatalf("wrong aad under an old key: %v, want ErrDecrypt", err)
+	}
+	if _, _, err := newOnly.ResealString(sealed, "tenant:1/x"); !errors.Is(err, ErrUnknownKey) {
+		t.Fatalf("old key not held: %v, want ErrUnknownKey", err)
+	}
+}
