@@ -82,7 +82,7 @@ type runbookShell struct {
 
 func newRunbookShell(t *testing.T, env map[string]string) *runbookShell {
 	t.Helper()
-	for _, tool := range []string{"bash", "jq", "curl", "split"} {
+	for _, tool := range []string{"bash", "jq", "curl", "split", "openssl", "base64"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("the runbooks need %s on PATH: %v", tool, err)
 		}
@@ -143,7 +143,7 @@ func wantLines(t *testing.T, what, out string, want ...string) {
 func TestRunbookRotateKeys(t *testing.T) {
 	s := startDev(t)
 	sh := newRunbookShell(t, map[string]string{
-		"COHORT_URL": s.base, "TENANT": s.slug, "OLD_SK": s.secret, "OLD_PK": s.public,
+		"COHORT_URL": s.base, "TENANT": s.slug, "OLD_SK": s.secret, "OLD_PK": s.public, "OLD_WEBHOOK_SECRET": s.webhook,
 	})
 	out := sh.run(t, "rotate-keys.md", runbookBlocks(t, "rotate-keys.md", "rotate"))
 
@@ -164,6 +164,9 @@ func TestRunbookRotateKeys(t *testing.T) {
 		fmt.Sprintf(`{"slug":%q,"token_generation":2,"tokens_revoked":true}`, s.slug),
 		"revoked token: 401",
 		"fresh token: 200",
+		fmt.Sprintf(`{"slug":%q,"rotated":["webhook_secret"]}`, s.slug),
+		"webhook signed with the new secret: 200",
+		"webhook signed with the old secret: 401",
 	)
 	if !strings.Contains(out, `"tokens_revoked":true}`) || !strings.Contains(out, `"old_keys_expire_at":"`) {
 		t.Errorf("rotate-keys output missing: %s", out)
