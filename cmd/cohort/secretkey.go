@@ -11,7 +11,6 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/config"
 	"github.com/cohort-dev/cohort/internal/connector"
-	"github.com/cohort-dev/cohort/internal/devstack"
 	"github.com/cohort-dev/cohort/internal/keycheck"
 	"github.com/cohort-dev/cohort/internal/tenant"
 )
@@ -39,16 +38,11 @@ func runSecretKey(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 	if err := cfg.Validate(config.RoleTenants); err != nil {
 		return err
 	}
-	pg, err := resolveEmbeddedDeps(ctx, cfg, logger)
+	c, closeCore, err := openCLICore(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = pg.Close() }()
-	c, err := openCore(ctx, cfg, logger, coreOptions{migrate: pg.Source != devstack.SourceEnv})
-	if err != nil {
-		return err
-	}
-	defer c.close()
+	defer closeCore()
 	var tenantSecrets, connectorSecrets int
 	err = c.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var err error

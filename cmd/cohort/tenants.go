@@ -78,16 +78,11 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 		return fmt.Errorf("%w: unknown tenants command %q\n%s", errUsage, sub, tenantsUsage)
 	}
 
-	pg, err := resolveEmbeddedDeps(ctx, cfg, logger)
+	c, closeCore, err := openCLICore(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = pg.Close() }()
-	c, err := openCore(ctx, cfg, logger, coreOptions{migrate: pg.Source != devstack.SourceEnv})
-	if err != nil {
-		return err
-	}
-	defer c.close()
+	defer closeCore()
 
 	out := json.NewEncoder(stdout)
 	out.SetIndent("", "  ")
@@ -208,6 +203,21 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 		return out.Encode(res)
 	}
 	return errors.New("unreachable")
+}
+
+// openCLICore opens the core for a one-off command (tenants, secret-key) on the database and
+// secret key cohort dev would use; closeCore closes both.
+func openCLICore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (c *core, closeCore func(), err error) {
+	pg, err := resolveEmbeddedDeps(ctx, cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err = openCore(ctx, cfg, logger, coreOptions{migrate: pg.Source != devstack.SourceEnv})
+	if err != nil {
+		_ = pg.Close()
+		return nil, nil, err
+	}
+	return c, func() { c.close(); _ = pg.Close() }, nil
 }
 
 // resolveEmbeddedDeps fills DATABASE_URL and COHORT_SECRET_KEY the way cohort dev does, so the

@@ -15,8 +15,6 @@ import (
 	"github.com/cohort-dev/cohort/internal/auth"
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/secretbox"
-	"github.com/cohort-dev/cohort/internal/store"
-	"github.com/cohort-dev/cohort/internal/tenant"
 	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
@@ -31,21 +29,11 @@ func runTenantsCmd(t *testing.T, args ...string) (int, string, string) {
 // authenticatorFor is the authenticator a server started with secret would use over the database.
 func authenticatorFor(t *testing.T, dbURL, secret string) *auth.Authenticator {
 	t.Helper()
-	db, err := store.Open(context.Background(), dbURL, store.Options{MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	boxKey := secretbox.DeriveKey([]byte(secret), purposeSecretBox)
-	box, err := secretbox.New(map[string][]byte{secretbox.KeyID(boxKey): boxKey}, secretbox.KeyID(boxKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := tenantServiceFor(t, dbURL, secret)
 	signer, err := auth.NewSigner(secretbox.DeriveKey([]byte(secret), purposeTokens), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := tenant.NewService(db.Gorm, box, time.Now)
 	return auth.NewAuthenticator(auth.Deps{Keys: svc, Tenants: svc, Identity: svc, Signer: signer, CacheTTL: time.Nanosecond})
 }
 
