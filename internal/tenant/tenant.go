@@ -296,25 +296,22 @@ func (s *Service) RotateSecrets(ctx context.Context, slug string, webhook, ident
 		return "", "", err
 	}
 	cols := map[string]any{"updated_at": s.now()}
-	if webhook {
-		if newWebhook, err = auth.RandomSecret(32); err != nil {
+	for _, sec := range []struct {
+		rotate bool
+		field  string
+		plain  *string
+	}{{webhook, "webhook_secret", &newWebhook}, {identity, "identity_secret", &newIdentity}} {
+		if !sec.rotate {
+			continue
+		}
+		if *sec.plain, err = auth.RandomSecret(32); err != nil {
 			return "", "", err
 		}
-		sealed, err := s.box.SealString(newWebhook, aad(t.ID, "webhook_secret"))
+		sealed, err := s.box.SealString(*sec.plain, aad(t.ID, sec.field))
 		if err != nil {
 			return "", "", err
 		}
-		cols["webhook_secret_sealed"] = sealed
-	}
-	if identity {
-		if newIdentity, err = auth.RandomSecret(32); err != nil {
-			return "", "", err
-		}
-		sealed, err := s.box.SealString(newIdentity, aad(t.ID, "identity_secret"))
-		if err != nil {
-			return "", "", err
-		}
-		cols["identity_secret_sealed"] = sealed
+		cols[sec.field+"_sealed"] = sealed
 	}
 	// One UPDATE of the chosen columns; a tenant deleted since BySlug is not found.
 	res := s.db.WithContext(ctx).Model(&Tenant{}).Where("id = ?", t.ID).Updates(cols)
