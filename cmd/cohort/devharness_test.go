@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -58,48 +59,52 @@ func startDevWith(t *testing.T, extraEnv map[string]string, logTo io.Writer) *de
 	for k, v := range extraEnv {
 		env[k] = v
 	}
-	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if logTo != nil {
 		logger = slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	go func() { done <- runDev(ctx, cfg, logger, io.Discard) }()
-	t.Cleanup(func() {
+	_, fixedPorts := extraEnv["COHORT_HTTP_ADDR"]
+	var s *devStack
+	for attempt := 1; ; attempt++ {
+		cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- runDev(ctx, cfg, logger, io.Discard) }()
+		s = &devStack{base: "http://" + env["COHORT_HTTP_ADDR"], dbURL: dbURL, dataDir: dataDir, slug: "shop", temporal: "127.0.0.1:" + env["COHORT_DEV_TEMPORAL_PORT"]}
+		exited, ready := waitDevReady(s.base, done)
+		if ready {
+			t.Cleanup(func() {
+				cancel()
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Errorf("dev exited with %v", err)
+					}
+				case <-time.After(15 * time.Second):
+					t.Error("dev did not stop within 15s")
+				}
+			})
+			break
+		}
 		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("dev exited with %v", err)
+		if exited == nil { // not ready in time: stop it before failing
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
 			}
-		case <-time.After(15 * time.Second):
-			t.Error("dev did not stop within 15s")
-		}
-	})
-	s := &devStack{base: "http://" + env["COHORT_HTTP_ADDR"], dbURL: dbURL, dataDir: dataDir, slug: "shop", temporal: "127.0.0.1:" + env["COHORT_DEV_TEMPORAL_PORT"]}
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		resp, err := http.Get(s.base + "/readyz")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		select {
-		case err := <-done:
-			done <- nil // already stopped: the cleanup has nothing to wait for
-			t.Fatalf("dev exited early: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
 			t.Fatal("dev not ready within 90s")
 		}
-		time.Sleep(100 * time.Millisecond)
+		// A port picked free here can be taken by another test process before dev binds it.
+		if !fixedPorts && attempt < 3 && strings.Contains(exited.Error(), "in use") {
+			t.Logf("dev could not bind a port picked for it, retrying with new ports: %v", exited)
+			env["COHORT_HTTP_ADDR"] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			env["COHORT_DEV_TEMPORAL_PORT"] = fmt.Sprint(freePort(t))
+			continue
+		}
+		t.Fatalf("dev exited early: %v", exited)
 	}
 	// Same database and data dir (dev key file) as the running stack.
 	t.Setenv("DATABASE_URL", dbURL)
@@ -164,4 +169,27 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// waitDevReady polls base/readyz for up to 90 s: ready, or the error dev exited with (exited is
+// nil and ready false on a timeout).
+func waitDevReady(base string, done <-chan error) (exited error, ready bool) {
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(base + "/readyz"); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil, true
+			}
+		}
+		select {
+		case err := <-done:
+			if err == nil {
+				err = errors.New("dev stopped without an error before it was ready")
+			}
+			return err, false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil, false
 }
