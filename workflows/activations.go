@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -125,12 +124,7 @@ func (j *SyncJobs) SyncWorkflowID(tenantID, connectorID, syncRunID int64) string
 // StartSync starts the workflow of a queued manual sync run.
 func (j *SyncJobs) StartSync(ctx context.Context, tenantID, segmentID, connectorID, syncRunID int64) error {
 	names := lookup(ctx, j.Names, tenantID, summary.Connector, connectorID)
-	_, err := j.Client.ExecuteWorkflow(ctx, manualSyncMeta(tenantID, segmentID, connectorID, syncRunID, names).apply(client.StartWorkflowOptions{
-		ID:                       ManualSyncID(tenantID, connectorID, syncRunID),
-		TaskQueue:                j.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes:    ConnectorSearchAttributes(tenantID, segmentID, connectorID),
-	}), ActivationSyncWorkflow, ActivationSyncInput{
+	_, err := j.Client.ExecuteWorkflow(ctx, manualSyncMeta(tenantID, segmentID, connectorID, syncRunID, names).startOptions(ManualSyncID(tenantID, connectorID, syncRunID), j.TaskQueue, ConnectorSearchAttributes(tenantID, segmentID, connectorID)), ActivationSyncWorkflow, ActivationSyncInput{
 		TenantID: tenantID, SegmentID: segmentID, ConnectorID: connectorID, SyncRunID: syncRunID, Trigger: TriggerManual,
 	})
 	return unavailable(fmt.Sprintf("start sync of connector %d", connectorID), err)

@@ -3,7 +3,6 @@ package workflows
 import (
 	"context"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/cohort-dev/cohort/internal/catalog"
@@ -25,12 +24,6 @@ var _ catalog.EmbeddingScheduler = (*ProductEmbeddingJobs)(nil)
 func (j *ProductEmbeddingJobs) ScheduleEmbeddings(ctx context.Context, tenantID int64) error {
 	id := ProductEmbeddingsID(tenantID)
 	names := lookup(ctx, j.Names, tenantID, summary.Tenant, tenantID)
-	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalEmbed, nil, productEmbeddingsMeta(tenantID, names).apply(client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                j.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes:    TenantSearchAttributes(tenantID),
-	}), ProductEmbeddings, ProductEmbeddingsInput{TenantID: tenantID, Limit: EmbedBatch})
+	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalEmbed, nil, productEmbeddingsMeta(tenantID, names).startOptions(id, j.TaskQueue, TenantSearchAttributes(tenantID)), ProductEmbeddings, ProductEmbeddingsInput{TenantID: tenantID, Limit: EmbedBatch})
 	return unavailable("schedule product embeddings", err)
 }

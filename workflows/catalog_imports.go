@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -80,13 +79,7 @@ type CatalogImportJobs struct {
 func (j *CatalogImportJobs) StartImport(ctx context.Context, tenantID, jobID int64) (string, error) {
 	id := CatalogImportID(tenantID, jobID)
 	names := lookup(ctx, j.Names, tenantID, summary.ImportJob, jobID)
-	_, err := j.Client.ExecuteWorkflow(ctx, catalogImportMeta(tenantID, jobID, names).apply(client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                j.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes:    TenantSearchAttributes(tenantID),
-	}), CatalogImport, CatalogImportInput{TenantID: tenantID, JobID: jobID})
+	_, err := j.Client.ExecuteWorkflow(ctx, catalogImportMeta(tenantID, jobID, names).startOptions(id, j.TaskQueue, TenantSearchAttributes(tenantID)), CatalogImport, CatalogImportInput{TenantID: tenantID, JobID: jobID})
 	if err != nil {
 		return id, unavailable("start catalog import", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -76,12 +75,6 @@ var _ pageexport.Starter = (*PageExportJobs)(nil)
 func (j *PageExportJobs) StartExport(ctx context.Context, tenantID, exportID int64) error {
 	id := PageExportID(tenantID, exportID)
 	names := lookup(ctx, j.Names, tenantID, summary.PageExport, exportID)
-	_, err := j.Client.ExecuteWorkflow(ctx, pageExportMeta(tenantID, exportID, names).apply(client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                j.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes:    TenantSearchAttributes(tenantID),
-	}), PageExport, PageExportInput{TenantID: tenantID, ExportID: exportID})
+	_, err := j.Client.ExecuteWorkflow(ctx, pageExportMeta(tenantID, exportID, names).startOptions(id, j.TaskQueue, TenantSearchAttributes(tenantID)), PageExport, PageExportInput{TenantID: tenantID, ExportID: exportID})
 	return unavailable("start page export", err)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -152,12 +151,6 @@ var _ feed.SyncStarter = (*FeedJobs)(nil)
 func (j *FeedJobs) StartSync(ctx context.Context, tenantID, feedID int64) error {
 	id := FeedSyncID(tenantID, feedID)
 	names := lookup(ctx, j.Names, tenantID, summary.Feed, feedID)
-	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalFeedSync, nil, feedSyncMeta(tenantID, feedID, names).apply(client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                j.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes:    TenantSearchAttributes(tenantID),
-	}), FeedSync, FeedSyncInput{TenantID: tenantID, FeedID: feedID})
+	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalFeedSync, nil, feedSyncMeta(tenantID, feedID, names).startOptions(id, j.TaskQueue, TenantSearchAttributes(tenantID)), FeedSync, FeedSyncInput{TenantID: tenantID, FeedID: feedID})
 	return unavailable("start feed sync", err)
 }

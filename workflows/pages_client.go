@@ -3,7 +3,6 @@ package workflows
 import (
 	"context"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/cohort-dev/cohort/internal/page"
@@ -26,13 +25,7 @@ var _ page.Generator = (*PageJobs)(nil)
 func (j *PageJobs) StartGeneration(ctx context.Context, tenantID, pageID int64) error {
 	id := PageGenerateID(tenantID, pageID)
 	names := lookup(ctx, j.Names, tenantID, summary.Page, pageID)
-	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalGenerate, nil, pageGenerateMeta(tenantID, pageID, names).apply(client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                j.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes:    TenantSearchAttributes(tenantID),
-	}), PageGenerate, PageGenerateInput{TenantID: tenantID, PageID: pageID})
+	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalGenerate, nil, pageGenerateMeta(tenantID, pageID, names).startOptions(id, j.TaskQueue, TenantSearchAttributes(tenantID)), PageGenerate, PageGenerateInput{TenantID: tenantID, PageID: pageID})
 	return unavailable("start page generation", err)
 }
 
@@ -42,12 +35,6 @@ func (j *PageJobs) StartGeneration(ctx context.Context, tenantID, pageID int64) 
 func (j *PageJobs) StartBulk(ctx context.Context, tenantID, jobID int64) error {
 	id := PageBulkGenerateID(tenantID, jobID)
 	names := lookup(ctx, j.Names, tenantID, summary.Tenant, tenantID)
-	_, err := j.Client.ExecuteWorkflow(ctx, pageBulkMeta(tenantID, jobID, names).apply(client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                j.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes:    TenantSearchAttributes(tenantID),
-	}), PageBulkGenerate, PageBulkGenerateInput{TenantID: tenantID, JobID: jobID, TenantSlug: names.Tenant})
+	_, err := j.Client.ExecuteWorkflow(ctx, pageBulkMeta(tenantID, jobID, names).startOptions(id, j.TaskQueue, TenantSearchAttributes(tenantID)), PageBulkGenerate, PageBulkGenerateInput{TenantID: tenantID, JobID: jobID, TenantSlug: names.Tenant})
 	return unavailable("start bulk page generation", err)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -126,13 +125,7 @@ type ProductSegmentJobs struct {
 func (j *ProductSegmentJobs) StartCompute(ctx context.Context, tenantID, segmentID int64) (string, error) {
 	id := ProductSegmentComputeID(tenantID, segmentID)
 	names := lookup(ctx, j.Names, tenantID, summary.ProductSegment, segmentID)
-	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalCompute, nil, productSegmentMeta(tenantID, segmentID, names).apply(client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                j.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes:    TenantSearchAttributes(tenantID),
-	}), ProductSegmentCompute, ProductSegmentComputeInput{TenantID: tenantID, SegmentID: segmentID})
+	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalCompute, nil, productSegmentMeta(tenantID, segmentID, names).startOptions(id, j.TaskQueue, TenantSearchAttributes(tenantID)), ProductSegmentCompute, ProductSegmentComputeInput{TenantID: tenantID, SegmentID: segmentID})
 	if err != nil {
 		return id, unavailable("start product segment compute", err)
 	}

@@ -26,13 +26,7 @@ type SegmentJobs struct {
 }
 
 func (j *SegmentJobs) options(id string, tenantID, segmentID int64, md meta) client.StartWorkflowOptions {
-	return md.apply(client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                j.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes:    SegmentSearchAttributes(tenantID, segmentID),
-	})
+	return md.startOptions(id, j.TaskQueue, SegmentSearchAttributes(tenantID, segmentID))
 }
 
 // computeStart is the input and the summary of a segment's compute.

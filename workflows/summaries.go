@@ -7,7 +7,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/cohort-dev/cohort/internal/connector"
 	"github.com/cohort-dev/cohort/workflows/summary"
@@ -46,10 +48,20 @@ type meta struct {
 	Details string
 }
 
-// apply sets the metadata on start options.
-func (m meta) apply(o client.StartWorkflowOptions) client.StartWorkflowOptions {
-	o.StaticSummary, o.StaticDetails = m.Summary, m.Details
-	return o
+// startOptions are the options of every start from the API: the workflow id, the task queue,
+// the search attributes and this summary. A run of the same id that is still open is joined
+// (USE_EXISTING); a closed one does not stop a new start (ALLOW_DUPLICATE: ids restart after a
+// database restore while Temporal keeps its history).
+func (m meta) startOptions(id, taskQueue string, attrs temporal.SearchAttributes) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                taskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		TypedSearchAttributes:    attrs,
+		StaticSummary:            m.Summary,
+		StaticDetails:            m.Details,
+	}
 }
 
 // lookup returns the names of a subject, or none when there is no Namer or the lookup fails

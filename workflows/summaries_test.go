@@ -9,7 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"go.temporal.io/sdk/client"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/cohort-dev/cohort/activities"
@@ -224,8 +224,9 @@ func TestSummaryFallbacksAndBounds(t *testing.T) {
 	if md := bulkPageMeta(1, "acme", 7, 12); md.Summary != "acme · generate page 12 for bulk job 7" {
 		t.Errorf("bulk page summary %q", md.Summary)
 	}
-	var o client.StartWorkflowOptions
-	if o = (meta{Summary: "s", Details: "d"}).apply(o); o.StaticSummary != "s" || o.StaticDetails != "d" {
-		t.Errorf("apply: %+v", o)
+	o := (meta{Summary: "s", Details: "d"}).startOptions("w-1", "q", TenantSearchAttributes(1))
+	if o.StaticSummary != "s" || o.StaticDetails != "d" || o.ID != "w-1" || o.TaskQueue != "q" || o.TypedSearchAttributes.Size() != 1 ||
+		o.WorkflowIDReusePolicy != enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE || o.WorkflowIDConflictPolicy != enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING {
+		t.Errorf("startOptions: %+v", o)
 	}
 }
