@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -103,7 +102,7 @@ func FeedSync(ctx workflow.Context, in FeedSyncInput) (FeedSyncResult, error) {
 		var res activities.SyncFeedResult
 		err := await(workflow.ExecuteActivity(syncCtx, feedActs.SyncFeed, ref), &res)
 		out.Runs++
-		if isFeedGone(err) {
+		if failureType(err) == activities.ErrTypeFeedGone {
 			workflow.GetLogger(ctx).Info("feed gone; nothing to sync", "error", err)
 			out.Gone, out.Error = true, ""
 			return out, nil
@@ -127,12 +126,6 @@ func FeedSync(ctx workflow.Context, in FeedSyncInput) (FeedSyncResult, error) {
 			return out, workflow.NewContinueAsNewError(ctx, FeedSync, in)
 		}
 	}
-}
-
-// isFeedGone reports an activity failure saying the feed no longer exists.
-func isFeedGone(err error) bool {
-	var app *temporal.ApplicationError
-	return errors.As(err, &app) && app.Type() == activities.ErrTypeFeedGone
 }
 
 // FeedJobs starts feed sync workflows from the API (client side). It is the feed service's
