@@ -27,6 +27,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/catalog"
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/safehttp"
+	"github.com/cohort-dev/cohort/internal/store"
 )
 
 // Formats.
@@ -314,14 +315,7 @@ func (s *Service) Update(ctx context.Context, tenantID, id int64, in Patch) (*Fe
 // Delete removes a feed. Its products stay in the catalogue; a running sync stops at its next
 // chunk.
 func (s *Service) Delete(ctx context.Context, tenantID, id int64) error {
-	tag, err := s.pool.Exec(ctx, "DELETE FROM product_feeds WHERE tenant_id = $1 AND id = $2", tenantID, id)
-	if err != nil {
-		return fmt.Errorf("delete feed %d: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return notFound(id)
-	}
-	return nil
+	return store.DeleteOwned(ctx, s.pool, "product_feeds", tenantID, id, notFound(id))
 }
 
 // RequestSync queues a sync of the feed: it is marked queued (unless a sync is running, which then

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/block"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/store"
 )
 
 const pageColumns = "id, query_id, slug, title, published, intro_copy, product_skus, blocks, status, last_error, generated_at, view_count, last_ai_crawl_at, version, created_at, updated_at"
@@ -438,12 +439,8 @@ func (s *Service) withCrawls(ctx context.Context, tenantID int64, p *Page) (*Pag
 
 // DeletePage removes a page with its versions and crawl counts.
 func (s *Service) DeletePage(ctx context.Context, tenantID, id int64) error {
-	tag, err := s.pool.Exec(ctx, "DELETE FROM generated_pages WHERE tenant_id = $1 AND id = $2", tenantID, id)
-	if err != nil {
-		return fmt.Errorf("delete page %d: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return pageNotFound(id)
+	if err := store.DeleteOwned(ctx, s.pool, "generated_pages", tenantID, id, pageNotFound(id)); err != nil {
+		return err
 	}
 	s.cache.invalidate()
 	return nil

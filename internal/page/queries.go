@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/store"
 )
 
 const queryColumns = "id, text, active, product_segment_id, created_at, updated_at"
@@ -161,12 +162,5 @@ func (s *Service) UpdateQuery(ctx context.Context, tenantID, id int64, in QueryP
 // DeleteQuery removes an AIQuery. Its pages stay (published ones stay online) with query null;
 // they can no longer be regenerated, and bulk generation no longer includes them.
 func (s *Service) DeleteQuery(ctx context.Context, tenantID, id int64) error {
-	tag, err := s.pool.Exec(ctx, "DELETE FROM ai_queries WHERE tenant_id = $1 AND id = $2", tenantID, id)
-	if err != nil {
-		return fmt.Errorf("delete AIQuery %d: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return queryNotFound(id)
-	}
-	return nil
+	return store.DeleteOwned(ctx, s.pool, "ai_queries", tenantID, id, queryNotFound(id))
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/block"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/store"
 )
 
 // Limits of a template.
@@ -323,12 +324,5 @@ func (s *Service) Update(ctx context.Context, tenantID, id int64, in Input) (*Te
 
 // Delete removes a template; pages created from it keep their blocks.
 func (s *Service) Delete(ctx context.Context, tenantID, id int64) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM page_templates WHERE tenant_id = $1 AND id = $2`, tenantID, id)
-	if err != nil {
-		return fmt.Errorf("delete template %d: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return notFound(id)
-	}
-	return nil
+	return store.DeleteOwned(ctx, s.pool, "page_templates", tenantID, id, notFound(id))
 }

@@ -336,14 +336,7 @@ func (s *Service) Update(ctx context.Context, tenantID, id int64, in UpdateInput
 
 // Delete removes a segment and its members.
 func (s *Service) Delete(ctx context.Context, tenantID, id int64) error {
-	tag, err := s.pool.Exec(ctx, "DELETE FROM product_segments WHERE tenant_id = $1 AND id = $2", tenantID, id)
-	if err != nil {
-		return fmt.Errorf("delete product segment %d: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return notFound(id)
-	}
-	return nil
+	return store.DeleteOwned(ctx, s.pool, "product_segments", tenantID, id, notFound(id))
 }
 
 // Preview is the answer of POST /api/product-segments/preview/.
