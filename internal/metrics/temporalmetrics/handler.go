@@ -171,47 +171,33 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, bool) 
 	return c, true
 }
 
-func (f *families) counter(name string) *prometheus.CounterVec {
+// vec returns the family called name from m, registering newVec's the first time (nil, also
+// later, when a collector of another type holds the name).
+func vec[V prometheus.Collector](f *families, m map[string]V, name string, newVec func() V) V {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if v, ok := f.counters[name]; ok {
+	if v, ok := m[name]; ok {
 		return v
 	}
-	n := metricName(name, "_total")
-	v, ok := register(f.reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: n, Help: help(name)}, Labels))
-	if !ok {
-		v = nil
-	}
-	f.counters[name] = v
+	v, _ := register(f.reg, newVec())
+	m[name] = v
 	return v
+}
+
+func (f *families) counter(name string) *prometheus.CounterVec {
+	return vec(f, f.counters, name, func() *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricName(name, "_total"), Help: help(name)}, Labels)
+	})
 }
 
 func (f *families) gauge(name string) *prometheus.GaugeVec {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if v, ok := f.gauges[name]; ok {
-		return v
-	}
-	n := metricName(strings.TrimSuffix(name, "_total"), "")
-	v, ok := register(f.reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: n, Help: help(name)}, Labels))
-	if !ok {
-		v = nil
-	}
-	f.gauges[name] = v
-	return v
+	return vec(f, f.gauges, name, func() *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricName(strings.TrimSuffix(name, "_total"), ""), Help: help(name)}, Labels)
+	})
 }
 
 func (f *families) timer(name string) *prometheus.HistogramVec {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if v, ok := f.timers[name]; ok {
-		return v
-	}
-	n := metricName(name, "_seconds")
-	v, ok := register(f.reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: n, Help: help(name), Buckets: timerBuckets}, Labels))
-	if !ok {
-		v = nil
-	}
-	f.timers[name] = v
-	return v
+	return vec(f, f.timers, name, func() *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: metricName(name, "_seconds"), Help: help(name), Buckets: timerBuckets}, Labels)
+	})
 }
