@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -541,14 +542,15 @@ func TestBuildKeepAlive(t *testing.T) {
 }
 
 // lateLoads is the page service as the builder sees it, except that every page load after the
-// first returns only once a build of the page has finished (or 3s passed): the first build runs
-// to its end while the other requests are inside Begin with the page as it was, the interleaving
-// that let a second build start on a stale page.
+// first returns only once a build of the page has finished (or 5s passed), counting the loads
+// that wait: with the first build held until the others are waiting here, it makes the
+// interleaving that let a second build start on the page as it was before the first committed.
 type lateLoads struct {
 	*page.Service
-	f     *fixture
-	mu    sync.Mutex
-	loads int
+	f       *fixture
+	mu      sync.Mutex
+	loads   int
+	waiting atomic.Int32
 }
 
 func (l *lateLoads) GetPage(ctx context.Context, tenantID, id int64) (*page.Page, error) {
@@ -557,37 +559,41 @@ func (l *lateLoads) GetPage(ctx context.Context, tenantID, id int64) (*page.Page
 	n := l.loads
 	l.mu.Unlock()
 	p, err := l.Service.GetPage(ctx, tenantID, id)
-	if err == nil && n > 1 {
-		deadline := time.Now().Add(3 * time.Second)
-		for time.Now().Before(deadline) {
-			var done int
-			if err := l.f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM page_builds WHERE tenant_id = $1 AND page_id = $2 AND outcome <> 'running'`,
-				tenantID, id).Scan(&done); err != nil {
-				return nil, err
-			}
-			if done > 0 {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
+	if err != nil || n == 1 {
+		return p, err
+	}
+	l.waiting.Add(1)
+	defer l.waiting.Add(-1)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		var done int
+		if err := l.f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM page_builds WHERE tenant_id = $1 AND page_id = $2 AND outcome <> 'running'`,
+			tenantID, id).Scan(&done); err != nil {
+			return nil, err
+		}
+		if done > 0 {
+			break
 		}
 	}
-	return p, err
+	return p, nil
 }
 
-// TestBuildConcurrentStartsOneWins: 20 builds of one page started at once give exactly one 200
-// stream and 19 409 build_in_progress answers before any stream, even when the winning build
-// finishes while the others are starting; repeated on fresh pages.
+// TestBuildConcurrentStartsOneWins: 20 builds of one page started at once through the router
+// give exactly one 200 stream and 19 409 build_in_progress answers before any stream; the
+// winning build's model answers only once the 19 have their answer (or are stuck loading the
+// page, which was the defect: they then started on the page as it was). Repeated on fresh pages.
 func TestBuildConcurrentStartsOneWins(t *testing.T) {
 	f := newFixture(t)
 	svc := page.NewService(f.db.Pool, &fakePageGenerator{}, time.Now, nil, page.Options{PublicCacheTTL: -1})
 	const starts, trials = 20, 5
 	for trial := range trials {
 		pages := &lateLoads{Service: svc, f: f}
-		b := pagebuild.NewService(f.db.Pool, pages, nil, localAgent(t), time.Now, nil, pagebuild.Options{})
+		script, gates := aitest.Gated(aitest.Step{Response: toolStep(pagebuild.ToolRemoveBlock, `{"id":"hero"}`)})
+		b := pagebuild.NewService(f.db.Pool, pages, nil, aitest.New(script...), time.Now, nil, pagebuild.Options{})
 		ts := serve(t, f.newServer(t, func(d *Deps) { d.Pages = &PagesDeps{Service: svc, Builder: b} }))
 		e := &buildEnv{pagesEnv: &pagesEnv{f: f, ts: ts, svc: svc}, builder: b}
 		p := e.builtPage(t, f.A, fmt.Sprintf("race-%d", trial))
 		var wg sync.WaitGroup
+		var answered atomic.Int32
 		statuses := make([]int, starts)
 		bodies := make([]string, starts)
 		ready := make(chan struct{})
@@ -603,11 +609,23 @@ func TestBuildConcurrentStartsOneWins(t *testing.T) {
 					return
 				}
 				defer resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					answered.Add(1)
+				}
 				var sb strings.Builder
 				_, _ = bufio.NewReader(resp.Body).WriteTo(&sb)
 				statuses[i], bodies[i] = resp.StatusCode, sb.String()
 			})
 		}
+		// The winner's model answers once the others have their answer or wait loading the page.
+		go func() {
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				if answered.Load() == starts-1 || pages.waiting.Load() == starts-1 {
+					break
+				}
+			}
+			close(gates[0])
+		}()
 		close(ready)
 		wg.Wait()
 		var ok200, conflicts int
