@@ -4,66 +4,29 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/ai"
+	"github.com/cohort-dev/cohort/internal/ai/aitest"
 	"github.com/cohort-dev/cohort/internal/block"
 	"github.com/cohort-dev/cohort/internal/page"
 	"github.com/cohort-dev/cohort/internal/pagebuild"
 	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
-// gatedModel is a chat model whose steps wait for the test: step i returns steps[i] once gate i
-// is opened (or the request ends), so the test sees each event arrive before the next is made.
-type gatedModel struct {
-	mu    sync.Mutex
-	steps []ai.ChatResponse
-	gates []chan struct{}
-	n     int
-}
-
-func newGatedModel(steps ...ai.ChatResponse) *gatedModel {
-	m := &gatedModel{steps: steps}
-	for range steps {
-		m.gates = append(m.gates, make(chan struct{}))
-	}
-	return m
-}
-
-func (m *gatedModel) open(i int) { close(m.gates[i]) }
-
-func (m *gatedModel) Name() string           { return "openai" }
-func (m *gatedModel) ChatModel() string      { return "gated" }
-func (m *gatedModel) EmbeddingModel() string { return "gated" }
-func (m *gatedModel) Dimensions() int        { return 1 }
-func (m *gatedModel) Embed(context.Context, []string) ([][]float32, error) {
-	return nil, errors.New("no embeddings")
-}
-func (m *gatedModel) Chat(ctx context.Context, req ai.ChatRequest) (ai.ChatResponse, error) {
-	return m.ChatStream(ctx, req, nil)
-}
-func (m *gatedModel) ChatStream(ctx context.Context, _ ai.ChatRequest, _ func(ai.StreamEvent) error) (ai.ChatResponse, error) {
-	m.mu.Lock()
-	i := m.n
-	m.n++
-	m.mu.Unlock()
-	if i >= len(m.steps) {
-		return ai.ChatResponse{Content: "Done."}, nil
-	}
-	select {
-	case <-m.gates[i]:
-		return m.steps[i], nil
-	case <-ctx.Done():
-		return ai.ChatResponse{}, ctx.Err()
-	}
+// gated is a scripted model whose steps wait for the test: step i answers once gates[i] is
+// closed (or the request ends), so the test sees each event arrive before the next is made.
+func gated(steps ...ai.ChatResponse) (*aitest.Provider, []chan struct{}) {
+	script, gates := aitest.Gated(aitest.Answers(steps...)...)
+	return aitest.New(script...), gates
 }
 
 type buildEnv struct {
@@ -177,7 +140,7 @@ func toolStep(name, args string) ai.ChatResponse {
 }
 
 func TestBuildStreamsIncrementally(t *testing.T) {
-	m := newGatedModel(
+	m, gates := gated(
 		toolStep(pagebuild.ToolAddBlock, `{"type":"testimonial","props":{"quote":"Fast shipping","author":"Jane"},"position":1}`),
 		toolStep(pagebuild.ToolUpdateBlock, `{"id":"grid","props":{"columns":4}}`),
 		ai.ChatResponse{Content: "I added a testimonial and widened the grid."},
@@ -198,17 +161,17 @@ func TestBuildStreamsIncrementally(t *testing.T) {
 	if ev := s.next(t); ev.Type != pagebuild.EventThinking {
 		t.Fatalf("first event %+v, want thinking", ev)
 	}
-	m.open(0)
+	close(gates[0])
 	ev := s.next(t)
 	if ev.Type != pagebuild.EventBlock || ev.Block == nil || ev.Block.Type != block.Testimonial || ev.Block.Props["author"] != "Jane" {
 		t.Fatalf("event %+v, want the testimonial block", ev)
 	}
-	m.open(1)
+	close(gates[1])
 	ev = s.next(t)
 	if ev.Type != pagebuild.EventBlock || ev.Block.ID != "grid" || ev.Block.Props["columns"] != float64(4) {
 		t.Fatalf("event %+v, want the grid block", ev)
 	}
-	m.open(2)
+	close(gates[2])
 	var rest []string
 	for {
 		ev := s.next(t)
@@ -245,11 +208,7 @@ func TestBuildStreamsIncrementally(t *testing.T) {
 }
 
 func TestBuildLocalAgentOverHTTP(t *testing.T) {
-	local, err := ai.NewLocal(ai.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := buildServer(t, local)
+	e := buildServer(t, localAgent(t))
 	p := e.builtPage(t, e.f.A, "linen")
 	s := openBuild(t, context.Background(), e, e.f.A, p.ID, `{"message":"add a testimonial from Jane about fast shipping, then move the product grid above the text"}`)
 	var got []string
@@ -273,8 +232,57 @@ func TestBuildLocalAgentOverHTTP(t *testing.T) {
 	}
 }
 
+// TestBuildLocalAgentCommands: over HTTP with the local agent, a sentence starting with "Then" is
+// a command of its own, and a link the page cannot use is refused in the stream and not saved
+// (never replaced by "/").
+func TestBuildLocalAgentCommands(t *testing.T) {
+	e := buildServer(t, localAgent(t))
+	cases := []struct {
+		name, msg string
+		blocks    string // the block types afterwards
+		says      string // an event says this
+	}{
+		{"then starts a sentence", "Add a testimonial from Jane. Then remove the hero.", "text_section,product_grid,testimonial", "Done: 2 changes."},
+		{"javascript link", "add a call to action 'Go' linking to javascript:alert(1)", "hero,text_section,product_grid", "I could not do that: invalid block"},
+		{"data link", "add a call to action 'Go' linking to data:text/html,hi", "hero,text_section,product_grid", "I could not do that: invalid block"},
+		{"ftp link", "add a call to action 'Go' linking to ftp://example.com/x", "hero,text_section,product_grid", "I could not do that: invalid block"},
+		{"bare word link", "add a call to action 'Go' linking to checkout", "hero,text_section,product_grid", "I could not do that: invalid block"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := e.builtPage(t, e.f.A, fmt.Sprintf("commands-%d", i))
+			body, _ := json.Marshal(map[string]string{"message": tc.msg})
+			s := openBuild(t, context.Background(), e, e.f.A, p.ID, string(body))
+			said := false
+			for {
+				ev := s.next(t)
+				if ev.Type == pagebuild.EventText && strings.Contains(ev.Content, tc.says) {
+					said = true
+				}
+				if ev.Type == pagebuild.EventDone {
+					break
+				}
+			}
+			if !said {
+				t.Errorf("no text event says %q", tc.says)
+			}
+			after, _ := e.svc.GetPage(context.Background(), e.f.A.T.ID, p.ID)
+			var types []string
+			for _, b := range after.Blocks {
+				types = append(types, b.Type)
+				if u, ok := b.Props["cta_url"]; ok && u != "/" && !strings.HasPrefix(u.(string), "/") && !strings.HasPrefix(u.(string), "http") {
+					t.Errorf("saved link %v", u)
+				}
+			}
+			if got := strings.Join(types, ","); got != tc.blocks {
+				t.Fatalf("blocks %s, want %s", got, tc.blocks)
+			}
+		})
+	}
+}
+
 func TestBuildErrors(t *testing.T) {
-	m := newGatedModel(toolStep(pagebuild.ToolRemoveBlock, `{"id":"hero"}`))
+	m, _ := gated(toolStep(pagebuild.ToolRemoveBlock, `{"id":"hero"}`))
 	e := buildServer(t, m)
 	f := e.f
 	p := e.builtPage(t, f.A, "linen")
@@ -487,7 +495,7 @@ func p95ms(ds []time.Duration) float64 {
 // TestBuildKeepAlive: while the model is silent, the stream gets comment lines (here every 50 ms
 // instead of 15 s), which clients skip, and the build goes on after them.
 func TestBuildKeepAlive(t *testing.T) {
-	m := newGatedModel(ai.ChatResponse{Content: "Nothing to change."})
+	m, gates := gated(ai.ChatResponse{Content: "Nothing to change."})
 	f := newFixture(t)
 	svc := page.NewService(f.db.Pool, &fakePageGenerator{}, time.Now, nil, page.Options{PublicCacheTTL: -1})
 	b := pagebuild.NewService(f.db.Pool, svc, nil, m, time.Now, nil, pagebuild.Options{})
@@ -519,7 +527,7 @@ func TestBuildKeepAlive(t *testing.T) {
 			t.Fatalf("unexpected line while the model is silent: %q", line)
 		}
 	}
-	m.open(0)
+	close(gates[0])
 	var rest []string
 	for {
 		ev := s.next(t)
@@ -531,4 +539,128 @@ func TestBuildKeepAlive(t *testing.T) {
 	if rest[0] != pagebuild.EventText {
 		t.Fatalf("after the keep-alives: %v", rest)
 	}
+}
+
+// lateLoads is the page service as the builder sees it, except that every page load after the
+// first returns only once a build of the page has finished (or 5s passed), counting the loads
+// that wait: with the first build held until the others are waiting here, it makes the
+// interleaving that let a second build start on the page as it was before the first committed.
+type lateLoads struct {
+	*page.Service
+	f       *fixture
+	mu      sync.Mutex
+	loads   int
+	waiting atomic.Int32
+}
+
+func (l *lateLoads) GetPage(ctx context.Context, tenantID, id int64) (*page.Page, error) {
+	l.mu.Lock()
+	l.loads++
+	n := l.loads
+	l.mu.Unlock()
+	p, err := l.Service.GetPage(ctx, tenantID, id)
+	if err != nil || n == 1 {
+		return p, err
+	}
+	l.waiting.Add(1)
+	defer l.waiting.Add(-1)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		var done int
+		if err := l.f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM page_builds WHERE tenant_id = $1 AND page_id = $2 AND outcome <> 'running'`,
+			tenantID, id).Scan(&done); err != nil {
+			return nil, err
+		}
+		if done > 0 {
+			break
+		}
+	}
+	return p, nil
+}
+
+// TestBuildConcurrentStartsOneWins: 20 builds of one page started at once through the router
+// give exactly one 200 stream and 19 409 build_in_progress answers before any stream; the
+// winning build's model answers only once the 19 have their answer (or are stuck loading the
+// page, which was the defect: they then started on the page as it was). Repeated on fresh pages.
+func TestBuildConcurrentStartsOneWins(t *testing.T) {
+	f := newFixture(t)
+	svc := page.NewService(f.db.Pool, &fakePageGenerator{}, time.Now, nil, page.Options{PublicCacheTTL: -1})
+	const starts, trials = 20, 5
+	for trial := range trials {
+		pages := &lateLoads{Service: svc, f: f}
+		script, gates := aitest.Gated(aitest.Step{Response: toolStep(pagebuild.ToolRemoveBlock, `{"id":"hero"}`)})
+		b := pagebuild.NewService(f.db.Pool, pages, nil, aitest.New(script...), time.Now, nil, pagebuild.Options{})
+		ts := serve(t, f.newServer(t, func(d *Deps) { d.Pages = &PagesDeps{Service: svc, Builder: b} }))
+		e := &buildEnv{pagesEnv: &pagesEnv{f: f, ts: ts, svc: svc}, builder: b}
+		p := e.builtPage(t, f.A, fmt.Sprintf("race-%d", trial))
+		var wg sync.WaitGroup
+		var answered atomic.Int32
+		statuses := make([]int, starts)
+		bodies := make([]string, starts)
+		ready := make(chan struct{})
+		for i := range starts {
+			wg.Go(func() {
+				<-ready
+				req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/api/ai-pages/pages/%d/build/", ts.URL, p.ID), strings.NewReader(`{"message":"remove the hero"}`))
+				req.Header = bearer(f.A)
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := ts.Client().Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					answered.Add(1)
+				}
+				var sb strings.Builder
+				_, _ = bufio.NewReader(resp.Body).WriteTo(&sb)
+				statuses[i], bodies[i] = resp.StatusCode, sb.String()
+			})
+		}
+		// The winner's model answers once the others have their answer or wait loading the page.
+		go func() {
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				if answered.Load() == starts-1 || pages.waiting.Load() == starts-1 {
+					break
+				}
+			}
+			close(gates[0])
+		}()
+		close(ready)
+		wg.Wait()
+		var ok200, conflicts int
+		for i, st := range statuses {
+			switch {
+			case st == http.StatusOK:
+				ok200++
+				if strings.Contains(bodies[i], `"type":"error"`) {
+					t.Errorf("trial %d: a 200 stream ended in an error: %s", trial, bodies[i])
+				}
+			case st == http.StatusConflict && strings.Contains(bodies[i], `"build_in_progress"`):
+				conflicts++
+			default:
+				t.Errorf("trial %d: status %d: %s", trial, st, bodies[i])
+			}
+		}
+		if ok200 != 1 || conflicts != starts-1 {
+			t.Fatalf("trial %d: %d streams and %d build_in_progress, want 1 and %d", trial, ok200, conflicts, starts-1)
+		}
+		after, err := svc.GetPage(context.Background(), f.A.T.ID, p.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Version != p.Version+1 || len(after.Blocks) != 2 {
+			t.Fatalf("trial %d: page version %d with %d blocks, want %d with 2", trial, after.Version, len(after.Blocks), p.Version+1)
+		}
+	}
+}
+
+// localAgent is the provider `cohort dev` runs the builder with.
+func localAgent(t testing.TB) ai.Provider {
+	t.Helper()
+	local, err := ai.NewLocal(ai.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return local
 }

@@ -1,7 +1,7 @@
 // Package ai is the LLM and embedding provider family: one Provider interface, a factory (New) and
 // two adapters: OpenAI (any OpenAI-compatible HTTP API through sashabaranov/go-openai) and Local,
-// a deterministic in-process provider (hashed n-gram embeddings, template copy, a rule-based tool
-// caller) used by `cohort dev` and tests.
+// a deterministic in-process provider (hashed n-gram embeddings, no chat model) used by `cohort
+// dev` and tests. Test code scripts a chat model with package aitest.
 //
 // Errors that callers map to HTTP match one of the sentinels with errors.Is: ErrUnavailable (503),
 // ErrRateLimited (429, see ProviderError.RetryAfter), ErrInvalidRequest (400) and ErrUnauthorized
@@ -82,7 +82,6 @@ type Message struct {
 	Name       string     // optional participant name; for role tool, the tool's name
 	// ImageURLs are images a user turn shows the model (https or data: URLs), sent by the openai
 	// provider as image_url content parts beside Content; they need a vision-capable chat model.
-	// The local provider ignores them.
 	ImageURLs []string
 }
 
@@ -117,7 +116,7 @@ type ChatResponse struct {
 	Usage        Usage
 }
 
-// Usage counts tokens (estimated by the local provider).
+// Usage counts tokens as the provider reports them.
 type Usage struct {
 	PromptTokens, CompletionTokens int
 }

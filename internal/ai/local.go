@@ -7,7 +7,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
-	"unicode/utf8"
+
+	"github.com/cohort-dev/cohort/internal/errs"
 )
 
 // Local is the deterministic in-process provider used by `cohort dev` and tests. It needs no
@@ -16,11 +17,10 @@ import (
 //   - Embed: hashed feature vectors (word unigrams, word bigrams and character trigrams with word
 //     boundary markers, hashed with FNV-1a into signed buckets, sublinear tf, L2-normalised), so
 //     texts that share words and word pieces score higher than unrelated ones.
-//   - Chat: template copy (intros, headlines, taglines, meta descriptions, calls to action, JSON
-//     objects shaped like an example in the prompt) chosen by a stable hash of the conversation.
-//   - Tools: a rule-based caller that picks a tool by keyword overlap with the last user message
-//     and extracts its arguments; after a tool result it answers with a summary and no tool call,
-//     so agent loops terminate.
+//   - Chat and ChatStream: none. The local provider has no chat model; they fail with
+//     ErrNoChatModel. Each capability that needs one has its own offline path with this provider:
+//     page copy (pagegen's template copy), the page builder (pagebuild.Planner, a rule-based chat
+//     model for its tool loop) and segment drafts (draft.Rules); fonts are not suggested.
 //
 // The same input always gives the same output: no randomness, no clock.
 type Local struct {
@@ -51,6 +51,20 @@ func (l *Local) Name() string           { return ProviderLocal }
 func (l *Local) ChatModel() string      { return l.chatModel }
 func (l *Local) EmbeddingModel() string { return l.embeddingModel }
 func (l *Local) Dimensions() int        { return l.dims }
+
+// ErrNoChatModel is the local provider's answer to a chat call. It matches errs.ErrUnavailable
+// (503 if it ever reached a caller), not ErrUnavailable, so nothing retries it.
+var ErrNoChatModel error = &kindError{msg: "the local ai provider has no chat model (set COHORT_AI_PROVIDER=openai for one)", kind: errs.ErrUnavailable}
+
+// Chat fails with ErrNoChatModel.
+func (l *Local) Chat(context.Context, ChatRequest) (ChatResponse, error) {
+	return ChatResponse{}, ErrNoChatModel
+}
+
+// ChatStream fails with ErrNoChatModel without calling fn.
+func (l *Local) ChatStream(context.Context, ChatRequest, func(StreamEvent) error) (ChatResponse, error) {
+	return ChatResponse{}, ErrNoChatModel
+}
 
 // Feature weights of the embedding's three feature families.
 const (
@@ -201,16 +215,6 @@ func mix64(h uint64) uint64 {
 	return h
 }
 
-// stableHash hashes strings (with separators) for deterministic template choices and IDs.
-func stableHash(parts ...string) uint64 {
-	h := uint64(fnvOffset)
-	for _, p := range parts {
-		h = fnvString(h, p)
-		h = fnvByte(h, 0)
-	}
-	return mix64(h)
-}
-
 // tokenize appends the lowercase word tokens of s to dst: maximal runs of letters, digits and
 // combining marks (so accented and non-Latin words stay whole). Everything else separates tokens.
 func tokenize(dst []string, s string) []string {
@@ -258,24 +262,4 @@ var stopWords = map[string]bool{
 	"if": true, "so": true, "than": true, "then": true, "there": true, "their": true, "them": true,
 	"they": true, "what": true, "which": true, "who": true, "how": true, "about": true, "up": true,
 	"out": true, "not": true, "no": true, "just": true, "also": true, "very": true, "via": true,
-}
-
-// stem is a light English suffix stripper used for keyword matching (not for embeddings).
-func stem(w string) string {
-	n := utf8.RuneCountInString(w)
-	switch {
-	case n > 4 && strings.HasSuffix(w, "ies"):
-		return w[:len(w)-3] + "y"
-	case n > 5 && strings.HasSuffix(w, "ing"):
-		w = w[:len(w)-3]
-		if k := len(w); k >= 2 && w[k-1] == w[k-2] && strings.IndexByte("bdgmnpt", w[k-1]) >= 0 {
-			w = w[:k-1] // running -> run, shopping -> shop
-		}
-		return w
-	case n > 4 && strings.HasSuffix(w, "es") && (strings.HasSuffix(w, "ches") || strings.HasSuffix(w, "shes") || strings.HasSuffix(w, "xes") || strings.HasSuffix(w, "sses")):
-		return w[:len(w)-2]
-	case n > 3 && strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss") && !strings.HasSuffix(w, "us"):
-		return w[:len(w)-1]
-	}
-	return w
 }

@@ -20,12 +20,9 @@ When you are done, answer with a short message saying what you changed, without 
 // tool calls are applied to the working copy in order and their results go back to the model,
 // until it answers without tools or the step or token budget is spent.
 func (r *Run) runModel(ctx context.Context, send func(Event)) error {
-	if r.s.provider == nil {
-		return errors.New("no AI provider is configured")
-	}
 	snapshot := r.call(ctx, ai.ToolCall{Name: ToolListBlocks})
 	msgs := []ai.Message{
-		{Role: ai.RoleSystem, Content: systemPrompt + "\n\nThe page now: " + snapshot.result},
+		{Role: ai.RoleSystem, Content: systemPrompt + pageMarker + snapshot.result},
 		{Role: ai.RoleUser, Content: r.message},
 	}
 	ts := tools()
@@ -87,7 +84,7 @@ func (r *Run) chat(ctx context.Context, req ai.ChatRequest, send func(Event)) (a
 	var last error
 	wait := r.s.opts.RetryBase
 	for attempt := 1; attempt <= r.s.opts.Attempts; attempt++ {
-		resp, err := r.s.provider.ChatStream(ctx, req, func(ai.StreamEvent) error { return ctx.Err() })
+		resp, err := r.s.model.ChatStream(ctx, req, func(ai.StreamEvent) error { return ctx.Err() })
 		if err == nil {
 			return resp, nil
 		}

@@ -1,8 +1,6 @@
 package pagebuild
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -14,10 +12,11 @@ import (
 	"github.com/cohort-dev/cohort/internal/block"
 )
 
-// The local planner plays the model's part with the local provider: it reads plain-English
-// commands, one clause at a time, and turns each into tool calls on the working copy, which take
-// the same validated path as a model's. It is deterministic and works offline. README.md lists
-// the commands it understands.
+// The local planner plays the model's part with the local provider: it is a chat model (Planner)
+// that reads plain-English commands from the user's message, one clause per step, and answers
+// with the tool calls for it, so the agent's one tool loop (runModel) runs offline, in `cohort
+// dev` and in tests, and its calls take the same validated path as a model's. It is
+// deterministic. README.md lists the commands it understands.
 
 // clauseSplit separates the commands of one message: lines, semicolons, sentences, "then", and
 // "and" followed by a command verb.
@@ -42,8 +41,12 @@ func splitClauses(msg string) []string {
 
 var andVerb = regexp.MustCompile(`(?i)\s+and\s+(?:also\s+)?((?:please\s+)?[a-z]+\b)`)
 
+// leadingThen is a word that only joins a command to the one before ("Then remove the hero").
+var leadingThen = regexp.MustCompile(`(?i)^(?:(?:and|,)\s+)?(?:then|also|next|finally|after that|afterwards)\b,?\s*`)
+
 func appendClause(out []string, s string) []string {
 	s = strings.TrimSpace(strings.TrimRight(strings.TrimSpace(s), ".!"))
+	s = strings.TrimSpace(leadingThen.ReplaceAllString(s, ""))
 	if s == "" {
 		return out
 	}
@@ -96,7 +99,10 @@ var (
 	reLast     = regexp.MustCompile(`(?i)\b(?:last|bottom)\b`)
 	reItems    = regexp.MustCompile(`(?i)\s*(?:,\s*(?:and\s+)?|\s+and\s+)\s*`)
 	reQuoted   = regexp.MustCompile(`"([^"]+)"|“([^”]+)”|'([^']+)'`)
-	reLink     = regexp.MustCompile(`(?i)\s*(?:,\s*)?(?:linking|links|linked|pointing|that links|going|leading)?\s*(?:to|at)\s+((?:https?://|/)\S*)`)
+	// reLink finds the link of a call to action: whatever follows "linking to" (and the like), or
+	// a URL-shaped word (a path, or scheme:...) after "to"; an unusable one is refused by the block
+	// registry, never replaced.
+	reLink     = regexp.MustCompile(`(?i)\s*(?:,\s*)?(?:(?:linking|links|linked|pointing|that links|going|leading)\s+(?:to|at)\s+(\S+)|(?:to|at)\s+((?:/|[a-z][a-z0-9+.-]*:)\S*))`)
 	reFrom     = regexp.MustCompile(`(?i:\b(?:from|by))\s+(\p{L}[\p{L}.'-]*(?:\s+\p{Lu}[\p{L}.'-]*)?)`)
 	reAbout    = regexp.MustCompile(`(?i)\b(?:about|on|regarding|for)\s+(.+)$`)
 	reSaying   = regexp.MustCompile(`(?i)\b(?:saying|that says|reading)\s+(.+)$`)
@@ -305,7 +311,7 @@ func planAdd(rest string, blocks []block.Block, find func(string, bool) (int, st
 	case block.CTABanner:
 		url := "/"
 		if m := reLink.FindStringSubmatch(detail); m != nil {
-			url = strings.TrimRight(m[1], ".,;!")
+			url = strings.TrimRight(m[1]+m[2], ".,;!")
 		}
 		lbl := quoted
 		if lbl == "" {
@@ -457,76 +463,4 @@ func capitalize(s string) string {
 		return s
 	}
 	return string(unicode.ToUpper(r)) + s[n:]
-}
-
-// runLocal plans and applies the message's commands one by one.
-func (r *Run) runLocal(ctx context.Context, send func(Event)) error {
-	clauses := splitClauses(r.message)
-	done := 0
-	for _, clause := range clauses {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		send(Event{Type: EventThinking, Content: "Working on: " + clause})
-		calls, note := planClause(clause, r.wc.blocks)
-		if note != "" {
-			send(Event{Type: EventText, Content: note})
-			continue
-		}
-		for _, lc := range calls {
-			if lc.gridSearch != "" {
-				tc, msg := r.gridCall(ctx, lc)
-				if msg != "" {
-					send(Event{Type: EventText, Content: msg})
-					continue
-				}
-				lc.tc = tc
-			}
-			a := r.call(ctx, lc.tc)
-			if a.err != nil {
-				send(Event{Type: EventText, Content: "I could not do that: " + a.err.Error()})
-				continue
-			}
-			done++
-			for _, e := range a.events {
-				send(e)
-			}
-		}
-	}
-	if done > 0 {
-		send(Event{Type: EventText, Content: fmt.Sprintf("Done: %d change%s.", done, plural(done))})
-	}
-	return nil
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
-}
-
-// gridCall searches products and plans putting them in the page's grid (updated) or a new one.
-func (r *Run) gridCall(ctx context.Context, lc localCall) (ai.ToolCall, string) {
-	res := r.call(ctx, ai.ToolCall{Name: ToolSearchProducts, Arguments: argsJSON(map[string]any{"query": lc.gridSearch, "limit": 8})})
-	if res.err != nil {
-		return ai.ToolCall{}, "I could not search the products: " + res.err.Error()
-	}
-	var out struct {
-		Products []struct {
-			SKU string `json:"sku"`
-		} `json:"products"`
-	}
-	if err := json.Unmarshal([]byte(res.result), &out); err != nil || len(out.Products) == 0 {
-		return ai.ToolCall{}, fmt.Sprintf("No products match %q.", lc.gridSearch)
-	}
-	skus := make([]any, len(out.Products))
-	for i, p := range out.Products {
-		skus[i] = p.SKU
-	}
-	args := map[string]any{"type": block.ProductGrid, "props": map[string]any{"product_skus": skus}}
-	if lc.gridPos != nil {
-		args["position"] = *lc.gridPos
-	}
-	return ai.ToolCall{Name: ToolAddBlock, Arguments: argsJSON(args)}, ""
 }

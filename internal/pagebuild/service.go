@@ -5,8 +5,9 @@
 // ApplyBuild), so a build is atomic and the pages' restore undoes it. Each build is recorded in
 // page_builds, whose running row also lets one build per page run at a time across replicas.
 //
-// With the local provider the model's part is played by a deterministic command planner (see
-// local.go), so builds work offline; its tool calls take the same validated path.
+// With the local provider the model's part is played by Planner, a deterministic chat model that
+// reads plain-English commands (local.go, planner.go), so the same tool loop runs offline and its
+// tool calls take the same validated path.
 package pagebuild
 
 import (
@@ -64,15 +65,14 @@ const (
 
 // Options tune a Service; the zero value is the production default.
 type Options struct {
-	MaxSteps     int           // model calls per build (default 12)
-	MaxTokens    int           // prompt plus completion tokens per build (default 60000)
-	StepTokens   int           // completion tokens per model call (default 1024)
-	Attempts     int           // tries of a model call on 429/5xx (default 3)
-	RetryBase    time.Duration // first backoff (default 500ms), doubling; a Retry-After hint wins
-	RetryMax     time.Duration // longest backoff (default 8s)
-	Timeout      time.Duration // one build at most (default 5 minutes)
-	Lease        time.Duration // a running build older than this was abandoned (default Timeout + 5 minutes)
-	LocalPlanner *bool         // use the local command planner; default: when the provider is "local"
+	MaxSteps   int           // model calls per build (default 12)
+	MaxTokens  int           // prompt plus completion tokens per build (default 60000)
+	StepTokens int           // completion tokens per model call (default 1024)
+	Attempts   int           // tries of a model call on 429/5xx (default 3)
+	RetryBase  time.Duration // first backoff (default 500ms), doubling; a Retry-After hint wins
+	RetryMax   time.Duration // longest backoff (default 8s)
+	Timeout    time.Duration // one build at most (default 5 minutes)
+	Lease      time.Duration // a running build older than this was abandoned (default Timeout + 5 minutes)
 }
 
 func (o Options) withDefaults() Options {
@@ -111,17 +111,17 @@ type Pages interface {
 
 // Service runs builds and lists them.
 type Service struct {
-	pool     *pgxpool.Pool
-	pages    Pages
-	search   Searcher // nil: search_products answers that search is unavailable
-	provider ai.Provider
-	local    bool
-	now      func() time.Time
-	log      *slog.Logger
-	opts     Options
+	pool   *pgxpool.Pool
+	pages  Pages
+	search Searcher // nil: search_products answers that search is unavailable
+	model  chatModel
+	now    func() time.Time
+	log    *slog.Logger
+	opts   Options
 }
 
-// NewService builds the service. search may be nil.
+// NewService builds the service. search may be nil. With the local provider (or none) the
+// agent's model is the local Planner; otherwise it is the provider's chat model.
 func NewService(pool *pgxpool.Pool, pages Pages, search Searcher, provider ai.Provider, now func() time.Time, log *slog.Logger, opts Options) *Service {
 	if now == nil {
 		now = time.Now
@@ -130,11 +130,11 @@ func NewService(pool *pgxpool.Pool, pages Pages, search Searcher, provider ai.Pr
 		log = slog.New(slog.DiscardHandler)
 	}
 	opts = opts.withDefaults()
-	local := provider == nil || provider.Name() == ai.ProviderLocal
-	if opts.LocalPlanner != nil {
-		local = *opts.LocalPlanner
+	var model chatModel = Planner{}
+	if provider != nil && provider.Name() != ai.ProviderLocal {
+		model = provider
 	}
-	return &Service{pool: pool, pages: pages, search: search, provider: provider, local: local, now: now, log: log, opts: opts}
+	return &Service{pool: pool, pages: pages, search: search, model: model, now: now, log: log, opts: opts}
 }
 
 // Build is one build record as GET /api/ai-pages/pages/{id}/builds/ lists it.
@@ -186,15 +186,61 @@ type Run struct {
 }
 
 // Begin checks and starts a build: the message (400), the page (404 when missing or another
-// tenant's), the tenant's page limit (403 page_limit_reached when it holds more pages than its
-// limit) and that no other build of the page runs (409 build_in_progress). The caller must call
+// tenant's), that no other build of the page runs (409 build_in_progress) and the tenant's page
+// limit (403 page_limit_reached when it holds more pages than its limit). The caller must call
 // Execute on the Run it returns.
+//
+// The page's running slot is claimed before the page is read, in one statement (the partial
+// unique index on running builds decides between concurrent claims): a build's copy of the page
+// is read while it holds the slot, so no other build can commit in between, and of concurrent
+// starts exactly one gets the slot and the others a 409 before any stream.
 func (s *Service) Begin(ctx context.Context, tenantID, pageID int64, message string) (*Run, error) {
 	started := s.now()
 	msg, err := CheckMessage(message)
 	if err != nil {
 		return nil, err
 	}
+	id, err := s.claim(ctx, tenantID, pageID, msg)
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.loadForBuild(ctx, tenantID, pageID)
+	if err != nil {
+		s.release(tenantID, id)
+		return nil, err
+	}
+	return &Run{s: s, id: id, tenantID: tenantID, page: p, message: msg, started: started, wc: newWorkingCopy(p)}, nil
+}
+
+// claim records a running build of the page, which is its running slot.
+func (s *Service) claim(ctx context.Context, tenantID, pageID int64, msg string) (int64, error) {
+	now := s.now().UTC()
+	// A running build older than the lease belongs to a replica that died mid-build.
+	if _, err := s.pool.Exec(ctx, `UPDATE page_builds SET outcome = 'failed', error = 'the build was abandoned'
+		WHERE tenant_id = $1 AND page_id = $2 AND outcome = 'running' AND created_at < $3`,
+		tenantID, pageID, now.Add(-s.opts.Lease)); err != nil {
+		return 0, fmt.Errorf("expire page %d builds: %w", pageID, err)
+	}
+	var id int64
+	err := s.pool.QueryRow(ctx, `INSERT INTO page_builds (tenant_id, page_id, message, created_at) VALUES ($1, $2, $3, $4) RETURNING id`,
+		tenantID, pageID, msg, now).Scan(&id)
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			switch pe.Code {
+			case "23505":
+				return 0, errs.Coded(errs.ErrConflict, "build_in_progress", "a build of page %d is running; wait for it to finish", pageID)
+			case "23503":
+				return 0, errs.Coded(errs.ErrNotFound, "not_found", "page %d not found", pageID)
+			}
+		}
+		return 0, fmt.Errorf("record page %d build: %w", pageID, err)
+	}
+	return id, nil
+}
+
+// loadForBuild reads the page and checks the tenant's page limit.
+func (s *Service) loadForBuild(ctx context.Context, tenantID, pageID int64) (*page.Page, error) {
 	p, err := s.pages.GetPage(ctx, tenantID, pageID)
 	if err != nil {
 		return nil, err
@@ -211,29 +257,17 @@ func (s *Service) Begin(ctx context.Context, tenantID, pageID int64, message str
 		return nil, errs.Coded(errs.ErrForbidden, "page_limit_reached",
 			"your page limit of %d pages is exceeded (%d pages); delete pages or ask for a higher limit", limit, count)
 	}
-	now := s.now().UTC()
-	// A running build older than the lease belongs to a replica that died mid-build.
-	if _, err := s.pool.Exec(ctx, `UPDATE page_builds SET outcome = 'failed', error = 'the build was abandoned'
-		WHERE tenant_id = $1 AND page_id = $2 AND outcome = 'running' AND created_at < $3`,
-		tenantID, pageID, now.Add(-s.opts.Lease)); err != nil {
-		return nil, fmt.Errorf("expire page %d builds: %w", pageID, err)
+	return p, nil
+}
+
+// release deletes the record of a build that did not start, freeing the page's slot; it runs
+// even when the request's context ended.
+func (s *Service) release(tenantID, id int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, `DELETE FROM page_builds WHERE tenant_id = $1 AND id = $2`, tenantID, id); err != nil {
+		s.log.Error("release page build", "tenant", tenantID, "build", id, "error", err)
 	}
-	var id int64
-	err = s.pool.QueryRow(ctx, `INSERT INTO page_builds (tenant_id, page_id, message, created_at) VALUES ($1, $2, $3, $4) RETURNING id`,
-		tenantID, pageID, msg, now).Scan(&id)
-	if err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) {
-			switch pe.Code {
-			case "23505":
-				return nil, errs.Coded(errs.ErrConflict, "build_in_progress", "a build of page %d is running; wait for it to finish", pageID)
-			case "23503":
-				return nil, errs.Coded(errs.ErrNotFound, "not_found", "page %d not found", pageID)
-			}
-		}
-		return nil, fmt.Errorf("record page %d build: %w", pageID, err)
-	}
-	return &Run{s: s, id: id, tenantID: tenantID, page: p, message: msg, started: started, wc: newWorkingCopy(p)}, nil
 }
 
 // ID is the build's record id.
@@ -308,13 +342,7 @@ func (r *Run) finish(outcome string, version *int, buildErr error) {
 // applied or no_changes, the error to report.
 func (r *Run) execute(ctx context.Context, send func(Event)) (string, *int, error) {
 	send(Event{Type: EventThinking, Content: fmt.Sprintf("Reading the page (%d blocks) and your request.", len(r.wc.blocks))})
-	var err error
-	if r.s.local {
-		err = r.runLocal(ctx, send)
-	} else {
-		err = r.runModel(ctx, send)
-	}
-	if err != nil {
+	if err := r.runModel(ctx, send); err != nil {
 		if ctx.Err() != nil {
 			return OutcomeCancelled, nil, err
 		}

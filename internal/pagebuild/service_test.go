@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/ai"
+	"github.com/cohort-dev/cohort/internal/ai/aitest"
 	"github.com/cohort-dev/cohort/internal/block"
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/page"
@@ -201,50 +201,6 @@ func TestBeginRefuses(t *testing.T) {
 	})
 }
 
-// scripted is a chat model that answers each step from a script; a step with block set waits
-// for the context to end.
-type scripted struct {
-	mu    sync.Mutex
-	steps []ai.ChatResponse
-	errs  []error // returned (once each) before the steps
-	calls int
-	seen  [][]ai.Message
-	block chan struct{}
-}
-
-func (s *scripted) Name() string           { return "openai" }
-func (s *scripted) ChatModel() string      { return "scripted" }
-func (s *scripted) EmbeddingModel() string { return "scripted" }
-func (s *scripted) Dimensions() int        { return 1 }
-func (s *scripted) Embed(context.Context, []string) ([][]float32, error) {
-	return nil, errors.New("no embeddings")
-}
-func (s *scripted) Chat(ctx context.Context, req ai.ChatRequest) (ai.ChatResponse, error) {
-	return s.ChatStream(ctx, req, func(ai.StreamEvent) error { return nil })
-}
-func (s *scripted) ChatStream(ctx context.Context, req ai.ChatRequest, fn func(ai.StreamEvent) error) (ai.ChatResponse, error) {
-	s.mu.Lock()
-	s.seen = append(s.seen, req.Messages)
-	if len(s.errs) > 0 {
-		err := s.errs[0]
-		s.errs = s.errs[1:]
-		s.mu.Unlock()
-		return ai.ChatResponse{}, err
-	}
-	i := s.calls
-	s.calls++
-	s.mu.Unlock()
-	if i >= len(s.steps) {
-		if s.block != nil {
-			close(s.block)
-			<-ctx.Done()
-			return ai.ChatResponse{}, ctx.Err()
-		}
-		return ai.ChatResponse{Content: "All done."}, nil
-	}
-	return s.steps[i], nil
-}
-
 func calls(tcs ...ai.ToolCall) ai.ChatResponse {
 	for i := range tcs {
 		tcs[i].ID = fmt.Sprintf("c%d", i)
@@ -255,18 +211,16 @@ func calls(tcs ...ai.ToolCall) ai.ChatResponse {
 func TestInvalidToolCallsAreRefused(t *testing.T) {
 	e := newEnv(t)
 	p := e.page(t, e.a, "shoes")
-	m := &scripted{steps: []ai.ChatResponse{
-		calls(
-			ai.ToolCall{Name: ToolAddBlock, Arguments: `{"type":"carousel","props":{}}`},
-			ai.ToolCall{Name: ToolAddBlock, Arguments: `{"type":"testimonial","props":{"quote":"Nice"}}`},
-			ai.ToolCall{Name: ToolUpdateBlock, Arguments: `{"id":"g1","props":{"columns":"four"}}`},
-			ai.ToolCall{Name: ToolRemoveBlock, Arguments: `{"id":"nope"}`},
-			ai.ToolCall{Name: ToolMoveBlock, Arguments: `{"id":"h1","position":99}`},
-			ai.ToolCall{Name: ToolAddBlock, Arguments: `{"type":"hero","props":{"headline":`},
-			ai.ToolCall{Name: "drop_table", Arguments: `{}`},
-			ai.ToolCall{Name: ToolUpdateBlock, Arguments: `{"id":"g1","props":{"columns":4}}`},
-		),
-	}}
+	m := aitest.New(aitest.Step{Response: calls(
+		ai.ToolCall{Name: ToolAddBlock, Arguments: `{"type":"carousel","props":{}}`},
+		ai.ToolCall{Name: ToolAddBlock, Arguments: `{"type":"testimonial","props":{"quote":"Nice"}}`},
+		ai.ToolCall{Name: ToolUpdateBlock, Arguments: `{"id":"g1","props":{"columns":"four"}}`},
+		ai.ToolCall{Name: ToolRemoveBlock, Arguments: `{"id":"nope"}`},
+		ai.ToolCall{Name: ToolMoveBlock, Arguments: `{"id":"h1","position":99}`},
+		ai.ToolCall{Name: ToolAddBlock, Arguments: `{"type":"hero","props":{"headline":`},
+		ai.ToolCall{Name: "drop_table", Arguments: `{}`},
+		ai.ToolCall{Name: ToolUpdateBlock, Arguments: `{"id":"g1","props":{"columns":4}}`},
+	)})
 	s := e.service(m, Options{})
 	r, err := s.Begin(e.ctx, e.a, p.ID, "make some changes")
 	if err != nil {
@@ -277,7 +231,8 @@ func TestInvalidToolCallsAreRefused(t *testing.T) {
 		t.Fatalf("events = %s: %+v", got, evs)
 	}
 	// The refusals went back to the model as tool results.
-	last := m.seen[len(m.seen)-1]
+	reqs := m.Requests()
+	last := reqs[len(reqs)-1].Messages
 	var results []string
 	for _, msg := range last {
 		if msg.Role == ai.RoleTool {
@@ -314,7 +269,7 @@ func TestProviderFailures(t *testing.T) {
 	rate := &ai.ProviderError{Provider: "openai", Op: "chat stream", Kind: ai.ErrRateLimited, StatusCode: 429, RetryAfter: time.Millisecond}
 	down := &ai.ProviderError{Provider: "openai", Op: "chat stream", Kind: ai.ErrUnavailable, StatusCode: 503}
 	t.Run("retried", func(t *testing.T) {
-		m := &scripted{errs: []error{rate, down}, steps: []ai.ChatResponse{calls(ai.ToolCall{Name: ToolRemoveBlock, Arguments: `{"id":"q1"}`})}}
+		m := aitest.New(aitest.Fail(rate), aitest.Fail(down), aitest.Step{Response: calls(ai.ToolCall{Name: ToolRemoveBlock, Arguments: `{"id":"q1"}`})})
 		s := e.service(m, Options{RetryBase: time.Millisecond})
 		r, err := s.Begin(e.ctx, e.a, p.ID, "remove the testimonial")
 		if err != nil {
@@ -327,7 +282,7 @@ func TestProviderFailures(t *testing.T) {
 	})
 	t.Run("given up: error then done, nothing saved", func(t *testing.T) {
 		before, _ := e.pages.GetPage(e.ctx, e.a, p.ID)
-		m := &scripted{errs: []error{down, down, down}}
+		m := aitest.New(aitest.Fail(down), aitest.Fail(down), aitest.Fail(down))
 		s := e.service(m, Options{RetryBase: time.Millisecond})
 		r, err := s.Begin(e.ctx, e.a, p.ID, "remove the hero")
 		if err != nil {
@@ -351,14 +306,15 @@ func TestProviderFailures(t *testing.T) {
 func TestDisconnectSavesNothing(t *testing.T) {
 	e := newEnv(t)
 	p := e.page(t, e.a, "shoes")
-	m := &scripted{steps: []ai.ChatResponse{calls(ai.ToolCall{Name: ToolRemoveBlock, Arguments: `{"id":"q1"}`})}, block: make(chan struct{})}
+	thinking := make(chan struct{})
+	m := aitest.New(aitest.Step{Response: calls(ai.ToolCall{Name: ToolRemoveBlock, Arguments: `{"id":"q1"}`})}, aitest.Hold(thinking))
 	s := e.service(m, Options{})
 	ctx, cancel := context.WithCancel(e.ctx)
 	r, err := s.Begin(ctx, e.a, p.ID, "remove the testimonial")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { <-m.block; cancel() }()
+	go func() { <-thinking; cancel() }()
 	collect(r, ctx)
 	after, _ := e.pages.GetPage(e.ctx, e.a, p.ID)
 	if after.Version != p.Version || render(after.Blocks) != render(p.Blocks) {
@@ -379,7 +335,7 @@ func TestDisconnectSavesNothing(t *testing.T) {
 func TestConflictingEditSavesNothing(t *testing.T) {
 	e := newEnv(t)
 	p := e.page(t, e.a, "shoes")
-	m := &scripted{steps: []ai.ChatResponse{calls(ai.ToolCall{Name: ToolRemoveBlock, Arguments: `{"id":"q1"}`})}}
+	m := aitest.New(aitest.Step{Response: calls(ai.ToolCall{Name: ToolRemoveBlock, Arguments: `{"id":"q1"}`})})
 	s := e.service(m, Options{})
 	r, err := s.Begin(e.ctx, e.a, p.ID, "remove the testimonial")
 	if err != nil {
@@ -417,7 +373,7 @@ func TestListBuildsIsolatesTenants(t *testing.T) {
 func TestBuildTimeoutSavesNothing(t *testing.T) {
 	e := newEnv(t)
 	p := e.page(t, e.a, "shoes")
-	m := &scripted{steps: []ai.ChatResponse{calls(ai.ToolCall{Name: ToolRemoveBlock, Arguments: `{"id":"q1"}`})}, block: make(chan struct{})}
+	m := aitest.New(aitest.Step{Response: calls(ai.ToolCall{Name: ToolRemoveBlock, Arguments: `{"id":"q1"}`})}, aitest.Hold(nil))
 	s := e.service(m, Options{Timeout: 100 * time.Millisecond})
 	r, err := s.Begin(e.ctx, e.a, p.ID, "remove the testimonial")
 	if err != nil {
@@ -434,5 +390,44 @@ func TestBuildTimeoutSavesNothing(t *testing.T) {
 	after, _ := e.pages.GetPage(e.ctx, e.a, p.ID)
 	if after.Version != p.Version {
 		t.Fatalf("saved after a timeout")
+	}
+}
+
+// TestModelLinkRefused: a model's call that sets a link the page cannot use (javascript:, data:,
+// ftp:, a bare word) is refused in the stream and saves nothing; the block keeps its link.
+func TestModelLinkRefused(t *testing.T) {
+	e := newEnv(t)
+	for _, link := range []string{"javascript:alert(1)", "data:text/html,hi", "ftp://example.com/x", "shop"} {
+		t.Run(link, func(t *testing.T) {
+			p := e.page(t, e.a, "link-"+strings.NewReplacer(":", "", "/", "", ",", "", ".", "", "(", "", ")", "").Replace(link))
+			m := aitest.New(
+				aitest.Step{Response: calls(
+					ai.ToolCall{Name: ToolAddBlock, Arguments: argsJSON(map[string]any{"type": "cta_banner", "props": map[string]any{"headline": "Go", "cta_label": "Go", "cta_url": link}})},
+					ai.ToolCall{Name: ToolUpdateBlock, Arguments: argsJSON(map[string]any{"id": "h1", "props": map[string]any{"cta_url": link}})},
+				)},
+				aitest.Content("Done."),
+			)
+			r, err := e.service(m, Options{}).Begin(e.ctx, e.a, p.ID, "link the button to "+link)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := collect(r, e.ctx)
+			refused := 0
+			for _, ev := range evs {
+				if ev.Type == EventBlock {
+					t.Fatalf("a block event for a refused link: %+v", ev.Block)
+				}
+				if strings.Contains(ev.Content, "call was refused") && strings.Contains(ev.Content, "cta_url") {
+					refused++
+				}
+			}
+			if refused != 2 {
+				t.Fatalf("%d refusals naming cta_url in the stream, want 2: %+v", refused, evs)
+			}
+			after, _ := e.pages.GetPage(e.ctx, e.a, p.ID)
+			if after.Version != p.Version || after.Blocks[0].Props["cta_url"] != "/shop" {
+				t.Fatalf("saved: version %d, hero %+v", after.Version, after.Blocks[0].Props)
+			}
+		})
 	}
 }

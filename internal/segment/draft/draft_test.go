@@ -6,11 +6,11 @@ import (
 	"errors"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/cohort-dev/cohort/internal/ai"
+	"github.com/cohort-dev/cohort/internal/ai/aitest"
 )
 
 // assertJSON compares got with want after unmarshalling both, so key order and spacing do not matter.
@@ -531,46 +531,9 @@ func TestRequest(t *testing.T) {
 	}
 }
 
-// fakeProvider is an ai.Provider whose Chat returns a canned answer and records the requests.
-type fakeProvider struct {
-	name    string
-	content string
-	finish  string
-	err     error
-
-	mu   sync.Mutex
-	reqs []ai.ChatRequest
-}
-
-func (f *fakeProvider) Name() string           { return f.name }
-func (f *fakeProvider) ChatModel() string      { return "fake-chat" }
-func (f *fakeProvider) EmbeddingModel() string { return "fake-embed" }
-func (f *fakeProvider) Dimensions() int        { return 3 }
-func (f *fakeProvider) Embed(context.Context, []string) ([][]float32, error) {
-	return nil, errors.New("fake provider does not embed")
-}
-
-func (f *fakeProvider) Chat(_ context.Context, req ai.ChatRequest) (ai.ChatResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.reqs = append(f.reqs, req)
-	if f.err != nil {
-		return ai.ChatResponse{}, f.err
-	}
-	finish := f.finish
-	if finish == "" {
-		finish = ai.FinishStop
-	}
-	return ai.ChatResponse{Content: f.content, FinishReason: finish}, nil
-}
-
-func (f *fakeProvider) ChatStream(context.Context, ai.ChatRequest, func(ai.StreamEvent) error) (ai.ChatResponse, error) {
-	return ai.ChatResponse{}, errors.New("fake provider does not stream")
-}
-
 func TestDraftWithModel(t *testing.T) {
 	const def = `{"logic":"AND","conditions":[{"type":"frequency","event_type":"order_completed","operator":"eq","value":0}]}`
-	f := &fakeProvider{name: ai.ProviderOpenAI, content: "Here is the segment:\n```json\n" + def + "\n```"}
+	f := aitest.New(aitest.Content("Here is the segment:\n```json\n" + def + "\n```"))
 	got, err := Draft(context.Background(), f, "never ordered", tenantHints, "previous was bad")
 	if err != nil {
 		t.Fatal(err)
@@ -578,10 +541,10 @@ func TestDraftWithModel(t *testing.T) {
 	if string(got) != def {
 		t.Errorf("Draft = %s, want %s", got, def)
 	}
-	if len(f.reqs) != 1 {
-		t.Fatalf("Chat called %d times, want 1", len(f.reqs))
+	if f.Calls() != 1 {
+		t.Fatalf("Chat called %d times, want 1", f.Calls())
 	}
-	req := f.reqs[0]
+	req := f.Requests()[0]
 	if !req.JSONMode {
 		t.Error("the chat request is not in JSON mode")
 	}
@@ -592,21 +555,21 @@ func TestDraftWithModel(t *testing.T) {
 
 func TestDraftErrors(t *testing.T) {
 	t.Run("provider error is wrapped", func(t *testing.T) {
-		f := &fakeProvider{name: ai.ProviderOpenAI, err: ai.ErrRateLimited}
+		f := aitest.New(aitest.Fail(ai.ErrRateLimited))
 		_, err := Draft(context.Background(), f, "never ordered", Hints{}, "")
 		if !errors.Is(err, ai.ErrRateLimited) {
 			t.Fatalf("err = %v, want ai.ErrRateLimited", err)
 		}
 	})
 	t.Run("no json", func(t *testing.T) {
-		f := &fakeProvider{name: ai.ProviderOpenAI, content: "I am not sure what you mean."}
+		f := aitest.New(aitest.Content("I am not sure what you mean."))
 		_, err := Draft(context.Background(), f, "never ordered", Hints{}, "")
 		if !errors.Is(err, ErrNoJSON) {
 			t.Fatalf("err = %v, want ErrNoJSON", err)
 		}
 	})
 	t.Run("cut off answer says so", func(t *testing.T) {
-		f := &fakeProvider{name: ai.ProviderOpenAI, content: `{"logic":"AND","conditions":[`, finish: ai.FinishLength}
+		f := aitest.New(aitest.Step{Response: ai.ChatResponse{Content: `{"logic":"AND","conditions":[`, FinishReason: ai.FinishLength}})
 		_, err := Draft(context.Background(), f, "never ordered", Hints{}, "")
 		if !errors.Is(err, ErrNoJSON) || !strings.Contains(err.Error(), "token limit") {
 			t.Fatalf("err = %v, want ErrNoJSON mentioning the token limit", err)
@@ -620,11 +583,11 @@ func TestDraftErrors(t *testing.T) {
 	t.Run("cancelled context", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		f := &fakeProvider{name: ai.ProviderOpenAI, content: "{}"}
+		f := aitest.New(aitest.Content("{}"))
 		if _, err := Draft(ctx, f, "never ordered", Hints{}, ""); !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v, want context.Canceled", err)
 		}
-		if len(f.reqs) != 0 {
+		if f.Calls() != 0 {
 			t.Error("Chat was called with a cancelled context")
 		}
 	})
@@ -654,12 +617,12 @@ func TestDraftLocal(t *testing.T) {
 	}
 
 	// A fake provider named "local" must not be asked to chat.
-	f := &fakeProvider{name: ai.ProviderLocal, content: "{}"}
+	f := &aitest.Provider{ProviderName: ai.ProviderLocal}
 	if _, err := Draft(context.Background(), f, "never ordered", Hints{}, ""); err != nil {
 		t.Fatal(err)
 	}
-	if len(f.reqs) != 0 {
-		t.Errorf("Chat was called %d times for the local provider", len(f.reqs))
+	if f.Calls() != 0 {
+		t.Errorf("Chat was called %d times for the local provider", f.Calls())
 	}
 }
 
