@@ -237,7 +237,7 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 // openCLICore opens the core for a one-off command (tenants, secret-key) on the database and
 // secret key cohort dev would use; closeCore closes both.
 func openCLICore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (c *core, closeCore func(), err error) {
-	pg, err := resolveEmbeddedDeps(ctx, cfg, logger)
+	pg, err := resolveEmbeddedDeps(ctx, cfg, logger, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -251,9 +251,11 @@ func openCLICore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (
 
 // resolveEmbeddedDeps fills DATABASE_URL and COHORT_SECRET_KEY the way cohort dev does, so the
 // tenants commands reach the same database (even while cohort dev runs) and sign tokens it accepts.
-func resolveEmbeddedDeps(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*devstack.Postgres, error) {
+// Without DATABASE_URL the database is the data dir's own; newDataDir (cohort dev) may make one
+// for a data dir that has none yet, the one-off commands may not.
+func resolveEmbeddedDeps(ctx context.Context, cfg *config.Config, logger *slog.Logger, newDataDir bool) (*devstack.Postgres, error) {
 	pg, err := devstack.ResolvePostgres(ctx, devstack.PostgresOptions{
-		DatabaseURL: cfg.DatabaseURL, DataDir: cfg.DataDir,
+		DatabaseURL: cfg.DatabaseURL, DataDir: cfg.DataDir, NewDataDir: newDataDir,
 		Log: func(msg string, args ...any) { logger.Info(msg, args...) },
 	})
 	if err != nil {
