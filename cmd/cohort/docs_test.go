@@ -71,3 +71,48 @@ func TestInternalREADMEListsPackages(t *testing.T) {
 		t.Error("internal/README.md lacks the GORM or pgx rule")
 	}
 }
+
+// TestREADMECallsAreInTheContract: the README has a section for semantic search, the design
+// system, templates and exports, and every API path its curl examples call is an operation of
+// api/openapi.yaml.
+func TestREADMECallsAreInTheContract(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	contract, err := os.ReadFile("../../api/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"## Semantic product search", "### Design system", "### Page templates", "### Page exports"} {
+		if !strings.Contains(string(readme), "\n"+h+"\n") {
+			t.Errorf("README.md lacks the section %q", h)
+		}
+	}
+	var paths []*regexp.Regexp
+	for _, m := range regexp.MustCompile(`(?m)^  (/[^:\s]*):\s*$`).FindAllStringSubmatch(string(contract), -1) {
+		re := regexp.QuoteMeta(m[1])
+		re = regexp.MustCompile(`\\\{[a-z_]+\\\}`).ReplaceAllString(re, `[^/]+`)
+		paths = append(paths, regexp.MustCompile("^"+re+"$"))
+	}
+	if len(paths) < 50 {
+		t.Fatalf("read only %d paths from api/openapi.yaml", len(paths))
+	}
+	// A path followed by $ goes on with a shell expansion ($(jq .job_id job.json)): not checked.
+	calls := regexp.MustCompile(`localhost:8080(/api/[^\s"'?$)]*)(\$?)`).FindAllStringSubmatch(string(readme), -1)
+	if len(calls) < 20 {
+		t.Fatalf("found only %d API calls in README.md", len(calls))
+	}
+	for _, c := range calls {
+		if c[2] == "$" {
+			continue
+		}
+		found := false
+		for _, p := range paths {
+			found = found || p.MatchString(c[1])
+		}
+		if !found {
+			t.Errorf("README.md calls %s, which api/openapi.yaml does not have", c[1])
+		}
+	}
+}
