@@ -14,7 +14,8 @@ import (
 	"github.com/cohort-dev/cohort/internal/errs"
 )
 
-// policy is the set of credential kinds an endpoint group accepts (SPEC.md, Authentication).
+// policy is the set of credential kinds an endpoint group accepts (api/openapi.yaml: the
+// security of each operation).
 type policy struct {
 	name    string
 	kinds   []auth.Kind

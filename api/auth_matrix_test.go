@@ -24,7 +24,8 @@ type matrixCred struct {
 	code string
 }
 
-// groupCase is one endpoint group of SPEC.md's Authentication part and the credential kinds it
+// groupCase is one endpoint group of the contract's authentication (api/openapi.yaml: info and each
+// operation's security) and the credential kinds it
 // accepts, written out independently of the policy's own kinds list.
 type groupCase struct {
 	name    string

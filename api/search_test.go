@@ -130,7 +130,7 @@ type searchBody struct {
 	} `json:"metadata"`
 }
 
-// decodeSearch decodes a 200 body strictly: exactly SPEC's keys (and pending_embeddings).
+// decodeSearch decodes a 200 body strictly: exactly the keys of searchProducts in api/openapi.yaml.
 func decodeSearch(t *testing.T, r result) searchBody {
 	t.Helper()
 	if r.Status != http.StatusOK {
@@ -158,7 +158,8 @@ func queryURL(kv ...string) string {
 	return "/api/ai-pages/query?" + v.Encode()
 }
 
-// TestSearchQuery: GET /api/ai-pages/query through the real router: the body of SPEC.md,
+// TestSearchQuery: GET /api/ai-pages/query through the real router: the body api/openapi.yaml
+// (searchProducts) describes,
 // Bearer and sk_ accepted, segment restriction, tenant isolation (another tenant's segment is a
 // 404 and its products never show), and 400 for every bad parameter.
 func TestSearchQuery(t *testing.T) {

@@ -1,6 +1,8 @@
-// Package api is Cohort's HTTP interface: the Gin router, its middleware (request ids, logs,
-// metrics, body limits, authentication) and one file per resource group. Handlers are thin: bind,
-// validate, one call to a service or Temporal, map the error (errors.go), render.
+// Package api is Cohort's HTTP interface: the Gin router, its middleware (tracing, request ids,
+// logs, metrics, panics, body limits, CORS, authentication) and one file per resource group.
+// Handlers are thin: bind, validate, one call to a service (a service starts the workflows; api
+// does not import Temporal), map the error (errors.go), render. The contract is openapi.yaml,
+// served at /openapi.yaml and checked against the routes by TestOpenAPIContract.
 package api
 
 import (
@@ -86,7 +88,8 @@ type Server struct {
 	sdk        *sdkAsset
 }
 
-// New builds the router with every route registered.
+// New builds the router: the health, contract, auth, blob download and block registry routes
+// always, /metrics with ServeMetrics, and each resource group's routes when its Deps field is set.
 func New(d Deps) *Server {
 	if d.Registry == nil {
 		d.Registry = metrics.NewRegistry()
@@ -105,8 +108,8 @@ func New(d Deps) *Server {
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
 	s := &Server{d: d, engine: e, bodyLimits: map[string]int64{}, metrics: newHTTPMetrics(d.Registry), sdk: newSDKAsset(d.SDK)}
-	// observe wraps recover so a panic still counts as a 500 in metrics and the access log.
 	e.Use(s.tracing) // a server span per request (tracing.go), around everything below
+	// observe wraps recover so a panic still counts as a 500 in metrics and the access log.
 	e.Use(s.requestID, s.observe, s.recover, s.limitBody)
 	// CORS for the browser-callable endpoints only (cors.go); a global middleware so that it also
 	// answers preflights, which gin routes to NoMethod/NoRoute.

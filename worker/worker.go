@@ -1,5 +1,6 @@
-// Package worker wires the worker role: it registers workflows and activities on the Temporal
-// task queue and runs the background consumers (the Pub/Sub loader, once ingestion is built).
+// Package worker runs the worker role: it registers workflows and activities on the Temporal task
+// queue and runs the consumers beside them (the event loader, which reads the bus, Pub/Sub or NATS
+// JetStream, into the warehouse; the product embedding sweeper). cmd/cohort builds its Deps.
 package worker
 
 import (
@@ -15,8 +16,8 @@ import (
 // Registration adds workflows and activities to a Temporal worker. Each capability contributes one.
 type Registration func(r sdkworker.Registry)
 
-// Consumer is a long-running loop the worker role runs beside Temporal (for example the Pub/Sub
-// event loader). Run returns when ctx ends.
+// Consumer is a long-running loop the worker role runs beside Temporal (the event loader, the
+// embedding sweeper). Run returns when ctx ends.
 type Consumer interface {
 	Name() string
 	Run(ctx context.Context) error
@@ -54,7 +55,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer tw.Stop()
 		w.d.Logger.Info("temporal worker started", "task_queue", w.d.TaskQueue)
 	} else {
-		w.d.Logger.Info("no workflows registered yet; temporal worker idle", "task_queue", w.d.TaskQueue)
+		w.d.Logger.Info("no workflows registered; temporal worker not started", "task_queue", w.d.TaskQueue)
 	}
 	if len(w.d.Consumers) == 0 {
 		<-ctx.Done()

@@ -85,7 +85,7 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 		}
 	}()
 
-	pg, err := resolveEmbeddedDeps(ctx, cfg, logger)
+	pg, err := resolveEmbeddedDeps(ctx, cfg, logger, true)
 	if err != nil {
 		return err
 	}
@@ -184,11 +184,11 @@ Cohort dev is running. Ctrl-C stops everything.
   API          http://%s   (contract: /openapi.yaml, readiness: /readyz)
   Temporal UI  %s
   Temporal     %s (namespace %s)
-  Database     %s  [%s]
+  Database     %s
   Event bus    %s
   Data dir     %s
 Create a tenant:  go run ./cmd/cohort tenants create --slug acme
-`, addr, ui, temporalAddr, cfg.Temporal.Namespace, redactURL(cfg.DatabaseURL), pg.Source, busAddr, dataDir)
+`, addr, ui, temporalAddr, cfg.Temporal.Namespace, databaseBanner(pg, cfg.DatabaseURL), busAddr, dataDir)
 
 	select {
 	case <-ctx.Done():

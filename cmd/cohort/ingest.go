@@ -125,7 +125,7 @@ func (c *core) ingestAPI(in *ingestion) *api.IngestionDeps {
 		Stats:   load.NewStats(c.db.Pool, time.Now),
 		Shopify: ingest.NewShopifyReceiver(secrets, svc, time.Now),
 		Health: []api.ReadyCheck{
-			// The key is the SPEC's whichever bus runs: the bus takes events.
+			// The key is pubsub_topic (api/openapi.yaml, health) whichever bus runs: the bus takes events.
 			{Name: "pubsub_topic", Check: in.bus.Check},
 			{Name: "worker", Check: func(ctx context.Context) error { return load.LoaderAlive(ctx, c.db.Pool, time.Now()) }},
 			{Name: in.warehouse.Name(), Check: in.warehouse.Check},

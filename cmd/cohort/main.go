@@ -22,13 +22,59 @@ import (
 const usage = `usage: cohort <command> [flags]
 
 commands:
-  dev       run API, worker, Temporal (with Web UI), Pub/Sub and Postgres in one process on embedded defaults
+  dev       run everything in one process on embedded defaults: the HTTP API, the worker, a Temporal
+            server (with Web UI), NATS JetStream (embedded, files in the data dir) and Postgres (a
+            server on 127.0.0.1:5432 or a private cluster it starts)
   serve     run the HTTP API (production; configured from the environment)
-  worker    run the Temporal worker and the event loader (production)
+  worker    run the Temporal worker and the event loader, which reads the event bus (Pub/Sub or NATS
+            JetStream) into the warehouse (production)
   migrate   apply schema migrations to DATABASE_URL
-  tenants   create a tenant, mint tokens, rotate and revoke keys (cohort tenants help)
+  tenants   create a tenant, mint tokens, rotate and revoke keys
   secret-key reseal
-            re-encrypt stored secrets with a rotated COHORT_SECRET_KEY (cohort secret-key help)
+            re-encrypt stored secrets with a rotated COHORT_SECRET_KEY
+
+cohort <command> --help describes a command; cohort tenants <command> --help one tenants command.
+The settings (environment variables) are listed in README.md under Production.
+`
+
+const devUsage = `usage: cohort dev
+
+Runs the whole service in one process on embedded defaults, for a laptop or a test:
+  - the HTTP API on COHORT_HTTP_ADDR (default 127.0.0.1:8080)
+  - the worker (Temporal workflows and activities, the event loader)
+  - a Temporal dev server (SQLite in the data dir) on COHORT_DEV_TEMPORAL_PORT (7233), with its Web
+    UI on COHORT_DEV_UI_PORT (8233); none with TEMPORAL_ADDRESS set
+  - NATS JetStream, embedded, with file storage in the data dir (also on COHORT_DEV_NATS_ADDR when
+    set); NATS_URL or PUBSUB_PROJECT use a real bus, COHORT_BUS=pubsub runs pstest in memory
+  - Postgres: DATABASE_URL; else a server on 127.0.0.1:5432 (user postgres, trust); else a private
+    cluster started with initdb and pg_ctl in the data dir. Without DATABASE_URL each data dir has
+    its own database (named in the data dir's file "database", e.g. cohort_1a2b3c4d).
+State lives in the data dir, COHORT_DATA_DIR (default .cohort): the dev secret key, the database's
+name, Temporal's SQLite, the NATS stream, blobs. Migrations run at start; Ctrl-C stops everything.
+`
+
+const serveUsage = `usage: cohort serve
+
+Runs the HTTP API (stateless; run as many as you like) on COHORT_HTTP_ADDR (default :8080), with
+/metrics and /healthz on COHORT_METRICS_ADDR (default :9090). Needs DATABASE_URL, TEMPORAL_ADDRESS,
+COHORT_SECRET_KEY, COHORT_PUBLIC_URL, the event bus (PUBSUB_PROJECT and PUBSUB_TOPIC, or NATS_URL),
+the warehouse (BIGQUERY_PROJECT and BIGQUERY_DATASET, or COHORT_WAREHOUSE=postgres) and the blob
+store (GCS_BUCKET, or COHORT_BLOB_STORE=local), and OPENAI_API_KEY with COHORT_AI_PROVIDER=openai;
+a missing one is named at start. It does not migrate: run cohort migrate first.
+`
+
+const workerUsage = `usage: cohort worker
+
+Runs the Temporal worker (segment computes, activations, catalogue imports, page generation, feeds,
+exports) and the event loader, which reads the event bus (Pub/Sub subscription or NATS JetStream
+consumer) into the warehouse. Its probes and /metrics are on COHORT_METRICS_ADDR (default :9090).
+Needs the settings of cohort serve (but COHORT_PUBLIC_URL) and PUBSUB_SUBSCRIPTION with Pub/Sub.
+`
+
+const migrateUsage = `usage: cohort migrate
+
+Applies the schema migrations (schema/) to DATABASE_URL and prints {"status":"ok"}. Migrations
+already applied are skipped.
 `
 
 func main() {
@@ -36,11 +82,14 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		_, _ = fmt.Fprint(stderr, usage)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	// A request for help prints the usage and starts nothing: no configuration is read, no
+	// database or port is touched.
+	if text, ok := helpFor(args); ok {
+		_, _ = fmt.Fprint(stdout, text)
 		return 0
 	}
 	cfg, err := config.Load(os.LookupEnv)
@@ -107,6 +156,55 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 var errUsage = errors.New("usage")
+
+// isHelp reports whether arg asks for help: -h, -help, --help, or the word help.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
+// helpFor returns the usage args ask for: help as the command (cohort help, cohort --help), or a
+// help flag or the word help after a known command or tenants command (cohort dev --help, cohort
+// tenants help, cohort tenants create --help). An unknown command is not help: it stays an error.
+func helpFor(args []string) (string, bool) {
+	if isHelp(args[0]) {
+		return usage, true
+	}
+	cmd, rest := args[0], args[1:]
+	asked := false
+	for _, a := range rest {
+		if a == "--" {
+			break
+		}
+		asked = asked || isHelp(a)
+	}
+	if !asked {
+		return "", false
+	}
+	switch cmd {
+	case "dev":
+		return devUsage, true
+	case "serve":
+		return serveUsage, true
+	case "worker":
+		return workerUsage, true
+	case "migrate":
+		return migrateUsage, true
+	case "secret-key":
+		return secretKeyUsage, true
+	case "tenants":
+		if len(rest) > 0 {
+			if text, ok := tenantCommandUsage(rest[0]); ok {
+				return text, true
+			}
+		}
+		return tenantsUsage, true
+	}
+	return "", false
+}
 
 func newLogger(cfg *config.Config, w io.Writer, dev bool) *slog.Logger {
 	var level slog.Level

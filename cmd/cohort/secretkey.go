@@ -30,9 +30,6 @@ whole rotation.
 
 func runSecretKey(ctx context.Context, cfg *config.Config, logger *slog.Logger, args []string, stdout io.Writer) error {
 	if len(args) != 1 || args[0] != "reseal" {
-		if len(args) == 1 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
-			return fmt.Errorf("%w\n%s", errUsage, secretKeyUsage)
-		}
 		return fmt.Errorf("%w: want `cohort secret-key reseal`\n%s", errUsage, secretKeyUsage)
 	}
 	if err := cfg.Validate(config.RoleTenants); err != nil {

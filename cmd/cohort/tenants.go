@@ -21,36 +21,67 @@ import (
 	"github.com/cohort-dev/cohort/internal/store"
 )
 
-const tenantsUsage = `usage: cohort tenants <command> [flags]
-
-  create --slug S [--name N]             create a tenant; prints its keys, a 24 h token and secrets as JSON
-  token --slug S                          mint a fresh Bearer token (24 h)
-  rotate-keys --slug S [--grace 24h]      issue new sk_/pk_ keys; older keys stop working after the grace period;
+// tenantCommands are the tenants commands and their usage lines, in the order cohort tenants
+// --help lists them.
+var tenantCommands = []struct{ name, usage string }{
+	{"create", `  create --slug S [--name N]             create a tenant; prints its keys, a 24 h token and secrets as JSON
+`},
+	{"token", `  token --slug S                          mint a fresh Bearer token (24 h)
+`},
+	{"rotate-keys", `  rotate-keys --slug S [--grace 24h]      issue new sk_/pk_ keys; older keys stop working after the grace period;
                                           every token minted so far is revoked (as revoke-tokens)
-  revoke-tokens --slug S                  revoke every Bearer and session token minted so far; mint new ones
+`},
+	{"revoke-tokens", `  revoke-tokens --slug S                  revoke every Bearer and session token minted so far; mint new ones
                                           with token (clients with a pk_ key open new sessions themselves)
-  revoke-key --slug S --key-id ID         revoke one key now (ID as listed by keys, e.g. sk_0123456789ab)
-  rotate-secrets --slug S [--webhook] [--identity]
+`},
+	{"revoke-key", `  revoke-key --slug S --key-id ID         revoke one key now (ID as listed by keys, e.g. sk_0123456789ab)
+`},
+	{"rotate-secrets", `  rotate-secrets --slug S [--webhook] [--identity]
                                           replace the webhook secret and/or identity secret (neither flag:
                                           both); prints the new ones; the old ones are refused at once
-  keys --slug S                           list a tenant's keys (never their secrets)
-  set --slug S --require-signed-user-id=true|false
+`},
+	{"keys", `  keys --slug S                           list a tenant's keys (never their secrets)
+`},
+	{"set", `  set --slug S --require-signed-user-id=true|false
                                           require pk_ session handshakes to carry a signed user_id
   set --slug S --page-limit N             how many AI landing pages the tenant may hold (default 1000)
   set --slug S --allowed-origins https://a.example,https://b.example
                                           browser origins whose pages may read answers to pk_/session
                                           requests (CORS); --allowed-origins '' allows any origin (default)
+`},
+}
 
+const tenantsUsageFooter = `
 --tenant S is the same as --slug S. Revoked keys and tokens are refused by every server within 30 s.
 
 Database and secret key resolve as for cohort dev: DATABASE_URL, else 127.0.0.1:5432, else the
-private cluster under COHORT_DATA_DIR; COHORT_SECRET_KEY, else the dev key file there. A secret key
-other than the one the database was set up with is refused: run from the directory that holds
-.cohort, or set COHORT_DATA_DIR or COHORT_SECRET_KEY.
+private cluster under COHORT_DATA_DIR (without DATABASE_URL, the data dir's own database, made by
+the first cohort dev there); COHORT_SECRET_KEY, else the dev key file there. A secret key other
+than the one the database was set up with is refused: run from the directory that holds .cohort,
+or set COHORT_DATA_DIR or COHORT_SECRET_KEY.
 `
 
+var tenantsUsage = func() string {
+	var b strings.Builder
+	b.WriteString("usage: cohort tenants <command> [flags]\n\n")
+	for _, c := range tenantCommands {
+		b.WriteString(c.usage)
+	}
+	return b.String() + tenantsUsageFooter
+}()
+
+// tenantCommandUsage is the usage of one tenants command.
+func tenantCommandUsage(name string) (string, bool) {
+	for _, c := range tenantCommands {
+		if c.name == name {
+			return "usage: cohort tenants " + name + " [flags]\n\n" + c.usage + tenantsUsageFooter, true
+		}
+	}
+	return "", false
+}
+
 func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, args []string, stdout io.Writer) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		return fmt.Errorf("%w\n%s", errUsage, tenantsUsage)
 	}
 	sub, rest := args[0], args[1:]
@@ -72,9 +103,7 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 	if *slug == "" {
 		return fmt.Errorf("%w: --slug is required\n%s", errUsage, tenantsUsage)
 	}
-	switch sub {
-	case "create", "token", "rotate-keys", "revoke-tokens", "revoke-key", "rotate-secrets", "keys", "set":
-	default:
+	if _, ok := tenantCommandUsage(sub); !ok {
 		return fmt.Errorf("%w: unknown tenants command %q\n%s", errUsage, sub, tenantsUsage)
 	}
 
@@ -208,7 +237,7 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 // openCLICore opens the core for a one-off command (tenants, secret-key) on the database and
 // secret key cohort dev would use; closeCore closes both.
 func openCLICore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (c *core, closeCore func(), err error) {
-	pg, err := resolveEmbeddedDeps(ctx, cfg, logger)
+	pg, err := resolveEmbeddedDeps(ctx, cfg, logger, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -222,9 +251,11 @@ func openCLICore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (
 
 // resolveEmbeddedDeps fills DATABASE_URL and COHORT_SECRET_KEY the way cohort dev does, so the
 // tenants commands reach the same database (even while cohort dev runs) and sign tokens it accepts.
-func resolveEmbeddedDeps(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*devstack.Postgres, error) {
+// Without DATABASE_URL the database is the data dir's own; newDataDir (cohort dev) may make one
+// for a data dir that has none yet, the one-off commands may not.
+func resolveEmbeddedDeps(ctx context.Context, cfg *config.Config, logger *slog.Logger, newDataDir bool) (*devstack.Postgres, error) {
 	pg, err := devstack.ResolvePostgres(ctx, devstack.PostgresOptions{
-		DatabaseURL: cfg.DatabaseURL, DataDir: cfg.DataDir,
+		DatabaseURL: cfg.DatabaseURL, DataDir: cfg.DataDir, NewDataDir: newDataDir,
 		Log: func(msg string, args ...any) { logger.Info(msg, args...) },
 	})
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+
+	"github.com/cohort-dev/cohort/internal/devstack"
 )
 
 // redactURL hides a password in a database URL before it is printed.
@@ -20,4 +22,13 @@ func ignoreClosed(err error) error {
 		return nil
 	}
 	return err
+}
+
+// databaseBanner names the database cohort dev uses, where it came from and its (redacted) URL.
+func databaseBanner(pg *devstack.Postgres, databaseURL string) string {
+	name := pg.Database
+	if name == "" {
+		name = "(as named by DATABASE_URL)"
+	}
+	return name + "  [" + string(pg.Source) + ": " + redactURL(databaseURL) + "]"
 }

@@ -22,8 +22,8 @@ func TestRegistryOrderAndTypes(t *testing.T) {
 	}
 }
 
-// TestRegistrySpecProps: hero and product_grid have exactly the props SPEC.md lists, with its
-// types, required flags and default.
+// TestRegistrySpecProps: hero and product_grid have exactly the props api/openapi.yaml lists, with
+// their types, required flags and default.
 func TestRegistrySpecProps(t *testing.T) {
 	type spec struct {
 		typ      string
@@ -63,7 +63,7 @@ func TestRegistrySpecProps(t *testing.T) {
 	}
 }
 
-// TestRegistryIssueProps: the four types SPEC.md leaves open have the props the issue names.
+// TestRegistryIssueProps: the four other types have the props api/openapi.yaml names.
 func TestRegistryIssueProps(t *testing.T) {
 	cases := []struct {
 		name     string

@@ -7,7 +7,7 @@ import (
 	"sort"
 )
 
-// Facet limits (SPEC.md, Limits).
+// Facet limits (api/openapi.yaml, listFacets).
 const (
 	FacetProducts = 1000 // facets count the tenant's first 1,000 products by id
 	FacetValues   = 100  // values per field, most frequent first

@@ -177,7 +177,7 @@ func TestExtractColorsFromPNGAndJPEG(t *testing.T) {
 			if !noted {
 				t.Errorf("no note that fonts need a vision model: %+v", evs)
 			}
-			// The first events follow SPEC's order of fields.
+			// The first events follow the order of fields in api/openapi.yaml (extractDesignSystem).
 			if evs[0].Field != "primary_color" || evs[1].Field != "secondary_color" {
 				t.Errorf("order %+v", evs[:2])
 			}

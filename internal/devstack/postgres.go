@@ -38,6 +38,7 @@ type Postgres struct {
 	// Cohort database. With DATABASE_URL both are that URL.
 	AdminURL    string
 	DatabaseURL string
+	Database    string // the database's name ("" with DATABASE_URL: whatever it names)
 	Source      PostgresSource
 	DataDir     string // private cluster only
 	owned       bool   // we started the private cluster and stop it on Close
@@ -49,9 +50,17 @@ type Postgres struct {
 type PostgresOptions struct {
 	DatabaseURL string // DATABASE_URL; used as is when set
 	DataDir     string // where a private cluster lives (<DataDir>/postgres)
-	Database    string // database to create on a local or private server, default "cohort"
-	LocalAddr   string // default 127.0.0.1:5432; "-" skips the local probe
-	Log         func(msg string, args ...any)
+	// Database is the database to create on a local or private server; by default the data dir's
+	// own (DataDirDatabase).
+	Database string
+	// NewDataDir lets a data dir without a database of its own get one (cohort dev). Without it
+	// such a data dir is a *NoDatabaseError (cohort tenants from the wrong directory).
+	NewDataDir bool
+	// LegacyDatabase is the one database every data dir shared before each got its own, default
+	// "cohort"; a data dir set up with it keeps it.
+	LegacyDatabase string
+	LocalAddr      string // default 127.0.0.1:5432; "-" skips the local probe
+	Log            func(msg string, args ...any)
 }
 
 // ErrNoPostgresBinaries means no server was found and none can be started.
@@ -61,15 +70,20 @@ var ErrNoPostgresBinaries = errors.New("no PostgreSQL found: set DATABASE_URL, r
 // ResolvePostgres finds a server in the documented order: DATABASE_URL; else a server on
 // 127.0.0.1:5432 (trust auth, user postgres); else a private cluster in <DataDir>/postgres,
 // initialised and started with initdb and pg_ctl (reused when it is already running).
+//
+// Without DATABASE_URL the database is the data dir's own (DataDirDatabase), so that a new data
+// dir (after rm -rf .cohort, or in a second clone) starts afresh instead of meeting a database set
+// up with another data dir's secret key.
 func ResolvePostgres(ctx context.Context, o PostgresOptions) (*Postgres, error) {
-	if o.Database == "" {
-		o.Database = "cohort"
-	}
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
 	if o.DatabaseURL != "" {
-		return &Postgres{AdminURL: o.DatabaseURL, DatabaseURL: o.DatabaseURL, Source: SourceEnv}, nil
+		p := &Postgres{AdminURL: o.DatabaseURL, DatabaseURL: o.DatabaseURL, Source: SourceEnv}
+		if u, err := url.Parse(o.DatabaseURL); err == nil {
+			p.Database = strings.TrimPrefix(u.Path, "/")
+		}
+		return p, nil
 	}
 	if o.LocalAddr == "" {
 		o.LocalAddr = "127.0.0.1:5432"
@@ -77,8 +91,8 @@ func ResolvePostgres(ctx context.Context, o PostgresOptions) (*Postgres, error) 
 	if o.LocalAddr != "-" {
 		admin := "postgres://postgres@" + o.LocalAddr + "/postgres?sslmode=disable"
 		if err := tryConnect(ctx, admin, 2*time.Second); err == nil {
-			p := &Postgres{AdminURL: admin, DatabaseURL: withDatabase(admin, o.Database), Source: SourceLocal}
-			if err := EnsureDatabase(ctx, admin, o.Database); err != nil {
+			p := &Postgres{AdminURL: admin, Source: SourceLocal}
+			if err := p.useDatabase(ctx, o); err != nil {
 				return nil, err
 			}
 			return p, nil
@@ -86,15 +100,39 @@ func ResolvePostgres(ctx context.Context, o PostgresOptions) (*Postgres, error) 
 			o.Log("postgres on " + o.LocalAddr + " refused the connection; starting a private cluster: " + err.Error())
 		}
 	}
+	if o.Database == "" && !o.NewDataDir && o.DataDir != "" {
+		// A data dir without a cluster holds no database: refuse before initdb makes one.
+		if _, err := os.Stat(filepath.Join(o.DataDir, "postgres", "PG_VERSION")); err != nil {
+			abs, _ := filepath.Abs(o.DataDir)
+			return nil, &NoDatabaseError{DataDir: abs}
+		}
+	}
 	p, err := startPrivate(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	if err := EnsureDatabase(ctx, p.AdminURL, o.Database); err != nil {
+	if err := p.useDatabase(ctx, o); err != nil {
 		_ = p.Close()
 		return nil, err
 	}
 	return p, nil
+}
+
+// useDatabase picks the database on p's server (o.Database, else the data dir's own) and creates
+// it when missing.
+func (p *Postgres) useDatabase(ctx context.Context, o PostgresOptions) error {
+	name := o.Database
+	if name == "" {
+		var err error
+		if name, err = DataDirDatabase(ctx, p.AdminURL, o.DataDir, o.LegacyDatabase, o.NewDataDir); err != nil {
+			return err
+		}
+	}
+	if err := EnsureDatabase(ctx, p.AdminURL, name); err != nil {
+		return err
+	}
+	p.Database, p.DatabaseURL = name, withDatabase(p.AdminURL, name)
+	return nil
 }
 
 // Close stops a private cluster this process started; otherwise it does nothing.
@@ -257,7 +295,6 @@ func startPrivate(ctx context.Context, o PostgresOptions) (*Postgres, error) {
 	if port, ok := runningPort(dir); ok {
 		p.AdminURL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 		if err := tryConnect(ctx, p.AdminURL, 3*time.Second); err == nil {
-			p.DatabaseURL = withDatabase(p.AdminURL, o.Database)
 			return p, nil // someone else's (an earlier `cohort dev`): reuse, do not stop
 		}
 	}
@@ -272,7 +309,6 @@ func startPrivate(ctx context.Context, o PostgresOptions) (*Postgres, error) {
 	}
 	p.owned = true
 	p.AdminURL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-	p.DatabaseURL = withDatabase(p.AdminURL, o.Database)
 	if err := tryConnect(ctx, p.AdminURL, 10*time.Second); err != nil {
 		_ = p.Close()
 		return nil, fmt.Errorf("connect to private postgres: %w", err)

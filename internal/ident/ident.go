@@ -1,5 +1,7 @@
 // Package ident holds the rules identifiers follow wherever they come in: a user id accepted by
-// ingestion can be looked up by the API, and one ingestion refuses is refused there too.
+// ingestion can be looked up by the API, and one ingestion refuses is refused there too; a name
+// the segment language accepts is one the loader keeps statistics for. It imports nothing of
+// Cohort's, so any package can use it.
 package ident
 
 import (
@@ -10,6 +12,10 @@ import (
 
 // MaxUserIDLen is the longest user id, in characters.
 const MaxUserIDLen = 255
+
+// MaxNameLen is the longest event type, property or trait name the segment language can name, in
+// bytes. The loader keeps per-user property rollups only for names within it.
+const MaxNameLen = 128
 
 // Why a user id is refused; each message reads after the field name ("user_id is required").
 var (

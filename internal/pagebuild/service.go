@@ -30,7 +30,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/page"
 )
 
-// Event types of the build stream (SPEC.md, Events: Build stream).
+// Event types of the build stream (api/openapi.yaml, BuildEvent).
 const (
 	EventThinking = "thinking"
 	EventBlock    = "block"

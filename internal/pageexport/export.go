@@ -67,8 +67,8 @@ const (
 	StatusBuilding = "building"
 	StatusReady    = "ready"
 	StatusError    = "error"
-	// StatusPending is what the export request answers (SPEC: "the request response reports
-	// status pending"); the record itself starts queued.
+	// StatusPending is what the export request answers (api/openapi.yaml,
+	// createPageExport: 202 with status pending); the record itself starts queued.
 	StatusPending = "pending"
 )
 

@@ -3,11 +3,12 @@
 // and compared, by cosine similarity, with the product vectors the catalogue stores on save
 // (product_embeddings).
 //
-// The comparison runs behind Index. Embedded, the default, keeps each tenant's vectors in the API
-// process: loaded from Postgres on first use, kept current from the embedding writes (a trigger
-// logs every change with a per-tenant sequence and notifies NotifyChannel; the index applies the
-// changes since the last it saw) and scanned exactly on every core. A pgvector or BigQuery
-// VECTOR_SEARCH adapter implements the same interface.
+// The comparison runs behind Index, whose one implementation, Embedded, serves dev and production
+// alike: it keeps each tenant's vectors in the process (the API's, and the worker's for page
+// generation), loaded from Postgres on first use, kept current from the embedding writes (a
+// trigger logs every change with a per-tenant sequence and notifies NotifyChannel; the index
+// applies the changes since the last it saw) and scanned exactly on every core. There is no
+// pgvector or BigQuery VECTOR_SEARCH adapter.
 package search
 
 import (

@@ -22,7 +22,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/errs"
 )
 
-// Search limits and defaults (SPEC.md, Limits).
+// Search limits and defaults (api/openapi.yaml, searchProducts).
 const (
 	DefaultLimit  = 20
 	MaxLimit      = 100

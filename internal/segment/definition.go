@@ -22,13 +22,13 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/deftree"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/ident"
 )
 
 // Limits of the definition language.
 const (
 	MaxDepth       = 5        // nesting of groups, the top level counting as 1
 	MaxConditions  = 50       // leaves in the whole definition
-	MaxNameLen     = 128      // event types, property and trait names
 	MaxStringValue = 1024     // a string value
 	MaxInValues    = 1000     // values of an "in" list
 	MaxWindowDays  = 3650     // ten years
@@ -263,8 +263,8 @@ func (p *parser) name(m map[string]json.RawMessage, path, key string) string {
 	switch {
 	case strings.TrimSpace(s) == "":
 		p.fields.Add(at(path, key), "must not be empty")
-	case len(s) > MaxNameLen:
-		p.fields.Add(at(path, key), "is longer than %d bytes", MaxNameLen)
+	case len(s) > ident.MaxNameLen:
+		p.fields.Add(at(path, key), "is longer than %d bytes", ident.MaxNameLen)
 	case !utf8.ValidString(s):
 		p.fields.Add(at(path, key), "must be valid UTF-8")
 	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }):

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/ident"
 	"github.com/cohort-dev/cohort/internal/segment"
 	"github.com/cohort-dev/cohort/internal/testenv"
 )
@@ -162,7 +163,7 @@ func TestParseDefinitionValid(t *testing.T) {
 		{"depth 5", nested(5, frequencyLeaf), nil},
 		{"50 conditions at the top", `{"conditions":[` + repeat(50, frequencyLeaf) + `]}`, nil},
 		{"50 conditions across groups", `{"conditions":[{"conditions":[` + repeat(25, frequencyLeaf) + `]},{"conditions":[` + repeat(25, monetaryLeaf) + `]}]}`, nil},
-		{"names at the length limit", cond(`{"type":"trait","trait":"` + strings.Repeat("t", segment.MaxNameLen) + `","operator":"eq","value":"` + strings.Repeat("v", segment.MaxStringValue) + `"}`), nil},
+		{"names at the length limit", cond(`{"type":"trait","trait":"` + strings.Repeat("t", ident.MaxNameLen) + `","operator":"eq","value":"` + strings.Repeat("v", segment.MaxStringValue) + `"}`), nil},
 		{"non-ASCII names", cond(`{"type":"event_property","event_type":"commande_passée","property":"montant €","operator":"gt","value":1}`), nil},
 	}
 	for _, tc := range tests {
@@ -216,7 +217,7 @@ func TestParseDefinitionCanonicalJSON(t *testing.T) {
 }
 
 func TestParseDefinitionInvalid(t *testing.T) {
-	long := strings.Repeat("n", segment.MaxNameLen+1)
+	long := strings.Repeat("n", ident.MaxNameLen+1)
 	tests := []struct {
 		name string
 		raw  string

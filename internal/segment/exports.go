@@ -15,6 +15,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/blob"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/ident"
 	"github.com/cohort-dev/cohort/internal/segment/export"
 )
 
@@ -69,9 +70,9 @@ func (s *Service) CreateExport(ctx context.Context, tenantID, segmentID int64, i
 	seen := map[string]bool{}
 	for i, t := range in.Traits {
 		switch {
-		case strings.TrimSpace(t) == "" || len(t) > MaxNameLen:
+		case strings.TrimSpace(t) == "" || len(t) > ident.MaxNameLen:
 			// Blank keys would pass here and fail the export's writer later.
-			f.Add(fmt.Sprintf("traits[%d]", i), "must be 1 to %d bytes, not only spaces", MaxNameLen)
+			f.Add(fmt.Sprintf("traits[%d]", i), "must be 1 to %d bytes, not only spaces", ident.MaxNameLen)
 		case !utf8.ValidString(t):
 			f.Add(fmt.Sprintf("traits[%d]", i), "must be valid UTF-8")
 		case t == "user_id" || t == "computed_at" || t == "score":

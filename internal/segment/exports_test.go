@@ -14,6 +14,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/blob"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/ident"
 	"github.com/cohort-dev/cohort/internal/segment"
 )
 
@@ -71,7 +72,7 @@ func TestCreateExportValidation(t *testing.T) {
 		{name: "empty trait", segID: seg.ID, in: segment.ExportInput{Traits: []string{""}}, wantFields: []string{"traits[0]"}},
 		{name: "blank trait", segID: seg.ID, in: segment.ExportInput{Traits: []string{"plan", "  "}}, wantFields: []string{"traits[1]"}},
 		{name: "trait not utf-8", segID: seg.ID, in: segment.ExportInput{Traits: []string{"pl\xffan"}}, wantFields: []string{"traits[0]"}},
-		{name: "trait too long", segID: seg.ID, in: segment.ExportInput{Traits: []string{strings.Repeat("t", segment.MaxNameLen+1)}}, wantFields: []string{"traits[0]"}},
+		{name: "trait too long", segID: seg.ID, in: segment.ExportInput{Traits: []string{strings.Repeat("t", ident.MaxNameLen+1)}}, wantFields: []string{"traits[0]"}},
 		{name: "trait with a control character", segID: seg.ID, in: segment.ExportInput{Traits: []string{"a\nb"}}, wantFields: []string{"traits[0]"}},
 		{name: "too many traits", segID: seg.ID, in: segment.ExportInput{Traits: many}, wantFields: []string{"traits"}},
 		{name: "format and traits wrong", segID: seg.ID, in: segment.ExportInput{Format: "pdf", Traits: []string{"score"}}, wantFields: []string{"format", "traits[0]"}},

@@ -17,7 +17,8 @@ import (
 	"github.com/cohort-dev/cohort/internal/telemetry"
 )
 
-// DB is the metadata store: GORM for domain code, the pgx pool for bulk paths (COPY) that need it.
+// DB is the metadata store: one pgx pool, and GORM over the same pool. Which code uses which is
+// in internal/README.md (GORM or pgx).
 type DB struct {
 	Gorm *gorm.DB
 	Pool *pgxpool.Pool

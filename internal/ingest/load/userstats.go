@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cohort-dev/cohort/internal/ident"
 	"github.com/cohort-dev/cohort/internal/ingest/wire"
-	"github.com/cohort-dev/cohort/internal/segment"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 )
 
@@ -19,7 +19,7 @@ import (
 // themselves, from the events that were new, so they are exact under redelivery. A property is
 // numeric exactly when the warehouse function warehouse.jnum reads it as a number (warehouse.JNum:
 // a JSON number, or a string holding a decimal number such as "12.50"), and counted when its name
-// is one the segment language can name (segment.MaxNameLen).
+// is one the segment language can name (ident.MaxNameLen).
 
 type statKey struct {
 	tenant    int64
@@ -80,7 +80,7 @@ func queueUserStats(p *pipeline, events []warehouse.Event) {
 			continue
 		}
 		own = own[:0]
-		wire.NumericProperties(e.Payload, segment.MaxNameLen, func(name, txt string) {
+		wire.NumericProperties(e.Payload, ident.MaxNameLen, func(name, txt string) {
 			// A repeated key: the last value wins, as in jsonb ("" drops a number it replaced).
 			for j := range own {
 				if own[j].name == name {
