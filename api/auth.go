@@ -1,7 +1,7 @@
 package api
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/auth"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/jsontext"
 )
 
 // policy is the set of credential kinds an endpoint group accepts (api/openapi.yaml: the
@@ -132,67 +133,60 @@ func decodeJSONBody(c *gin.Context, v any, strict bool) error {
 		}
 		return nil
 	}
-	body := bufio.NewReader(c.Request.Body)
-	first, err := firstNonSpace(body)
+	raw, err := io.ReadAll(c.Request.Body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return err
 		}
-		if !errors.Is(err, io.EOF) {
-			return jsonError(err)
-		}
-		if strict { // whitespace only
+		return jsonError(err)
+	}
+	body := bytes.TrimLeft(raw, " \t\n\r")
+	if len(body) == 0 {
+		if strict { // empty or whitespace only
 			return errNotObject()
 		}
 		return nil
 	}
-	dec := json.NewDecoder(body)
+	if err := checkJSONText(body); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	if strict {
 		dec.DisallowUnknownFields()
 	}
 	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooBig):
-			return err
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		if rest, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			field := strings.Trim(rest, `"`)
 			return &errs.ValidationError{Code: "invalid_json", Msg: "request body has an unknown field", Fields: map[string]string{field: "is not a field of this request"}}
 		}
 		return jsonError(err)
 	}
 	// The one JSON value that starts with 'n' is null.
-	if first == 'n' {
+	if body[0] == 'n' {
 		return errNotObject()
 	}
 	// One JSON value and nothing after it.
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return err
-		}
 		return &errs.ValidationError{Code: "invalid_json", Msg: "request body has data after the JSON value"}
 	}
 	return nil
 }
 
-// firstNonSpace skips JSON whitespace and returns the next byte without consuming it.
-func firstNonSpace(r *bufio.Reader) (byte, error) {
-	for {
-		b, err := r.Peek(1)
-		if err != nil {
-			return 0, err
-		}
-		switch b[0] {
-		case ' ', '\t', '\n', '\r':
-			if _, err := r.ReadByte(); err != nil {
-				return 0, err
-			}
-		default:
-			return b[0], nil
-		}
+// checkJSONText refuses a JSON body whose strings are not valid UTF-8 (raw invalid bytes or
+// unpaired surrogate escapes), naming the field: encoding/json would store them as U+FFFD. It is
+// the one rule for every JSON body the API reads, the rule ingestion follows.
+func checkJSONText(body []byte) error {
+	off := jsontext.Check(body)
+	if off < 0 {
+		return nil
 	}
+	field := jsontext.PathAt(body, off)
+	if field == "" {
+		field = "body"
+	}
+	return &errs.ValidationError{Code: "invalid_json", Msg: "request body has text that is not valid UTF-8",
+		Fields: map[string]string{field: jsontext.Problem}}
 }
 
 // jsonError turns a decoding error into a 400 naming the field when it can.

@@ -92,6 +92,10 @@ func (s *Server) previewProductSegment(c *gin.Context) {
 		abort(c, err) // *http.MaxBytesError: 413
 		return
 	}
+	if err := checkJSONText(raw); err != nil {
+		abort(c, err)
+		return
+	}
 	out, err := s.d.ProductSegments.Service.Preview(c.Request.Context(), mustCredential(c).TenantID, raw)
 	reply(c, http.StatusOK, out, err)
 }

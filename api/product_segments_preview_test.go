@@ -47,6 +47,17 @@ func TestProductSegmentPreviewForms(t *testing.T) {
 			wantError(t, jsonCall(t, ts, http.MethodPost, "/api/product-segments/preview/", bearer(f.A), tc.body), http.StatusBadRequest, "validation_failed", "limit")
 		})
 	}
+	// The raw body follows the API's one UTF-8 rule (checkJSONText), named by its path.
+	for _, bad := range []string{`\ud800`, "\xff"} {
+		t.Run("value not UTF-8 "+strings.ToValidUTF8(bad, "?"), func(t *testing.T) {
+			body := `{"definition":{"conditions":[{"field":"color","operator":"eq","value":"r` + bad + `"}]}}`
+			e := wantError(t, jsonCall(t, ts, http.MethodPost, "/api/product-segments/preview/", bearer(f.A), body),
+				http.StatusBadRequest, "invalid_json", "definition.conditions[0].value")
+			if e.Fields["definition.conditions[0].value"] != "must be valid UTF-8" {
+				t.Errorf("fields %v", e.Fields)
+			}
+		})
+	}
 	t.Run("an unknown key beside definition", func(t *testing.T) {
 		wantError(t, jsonCall(t, ts, http.MethodPost, "/api/product-segments/preview/", bearer(f.A), `{"definition":`+redDef+`,"sample":3}`),
 			http.StatusBadRequest, "validation_failed", "sample")

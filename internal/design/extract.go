@@ -222,6 +222,8 @@ func fetchError(ctx, fctx context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
+	case errors.Is(err, safehttp.ErrBlockedRedirect):
+		return refuse("it redirects to a redirect target that is not allowed")
 	case errors.Is(err, safehttp.ErrBlockedAddress):
 		return refuse("this destination is not allowed")
 	case errors.Is(err, safehttp.ErrTooManyRedirects):

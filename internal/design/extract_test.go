@@ -282,6 +282,20 @@ func TestExtractRefusals(t *testing.T) {
 			}
 		}
 	})
+	t.Run("redirect to a refused address names the hop, not the allowed host", func(t *testing.T) {
+		moved := httptest.NewServer(http.RedirectHandler("http://169.254.169.254/latest/meta-data/logo.png", http.StatusFound))
+		t.Cleanup(moved.Close)
+		_, err := x.Fetch(context.Background(), moved.URL+"/logo.png")
+		var ve *errs.ValidationError
+		if !errors.As(err, &ve) || !strings.Contains(ve.Fields["image_url"], "a redirect target") {
+			t.Fatalf("error %v, want a 400 on image_url naming a redirect target", err)
+		}
+		for _, leak := range []string{"169.254", "127.0.0.1", "this destination"} {
+			if strings.Contains(ve.Error(), leak) {
+				t.Errorf("message %q says %q", ve.Error(), leak)
+			}
+		}
+	})
 }
 
 // fakeVision is an OpenAI-compatible chat endpoint on loopback that answers fonts and records the

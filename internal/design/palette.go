@@ -61,6 +61,12 @@ func (c Color) chroma() float64 {
 	return float64(hi-lo) / 255
 }
 
+// neutral reports whether c reads as no colour at all: a near-white, a near-black or a grey. A
+// neutral is never a brand's primary while the image has a chromatic colour.
+func (c Color) neutral() bool {
+	return c.chroma() < neutralChroma || max(c.R, c.G, c.B) <= nearBlackMax || min(c.R, c.G, c.B) >= nearWhiteMin
+}
+
 // Swatch is one color of an image's palette and the share of the image's pixels it stands for.
 type Swatch struct {
 	Color Color
@@ -93,6 +99,13 @@ const (
 	minAlpha     = 128 // pixels more transparent than this are ignored
 	bgBorderMin  = 0.4 // a cluster holding this share of the border is the background
 	minTextRatio = 4.5 // WCAG AA for body text
+	// A colour is neutral (see Color.neutral) below this chroma, with every channel at most
+	// nearBlackMax, or with every channel at least nearWhiteMin.
+	neutralChroma = 0.15
+	nearBlackMax  = 40
+	nearWhiteMin  = 224
+	// A chromatic cluster smaller than this share is an accent or an edge, not a candidate primary.
+	minPrimaryShare = 0.02
 )
 
 type point struct {
@@ -275,12 +288,19 @@ func toColor(c [3]float64) Color {
 }
 
 // ExtractPalette finds an image's palette by k-means clustering of its sampled pixels (seeded
-// deterministically, so the same image always gives the same answer) and assigns roles:
+// deterministically, so the same image always gives the same answer) and assigns roles the way a
+// user reads a brand image:
 //
+//   - primary: the most prominent chromatic (not neutral: see Color.neutral) cluster, ranked by
+//     share weighted by colourfulness (share x (0.2 + chroma)), so a brand colour beats a large
+//     grey area and a near-white or near-black is never the primary while the image has a
+//     chromatic colour (of at least 2% of it); an image without one falls back to the other
+//     clusters by the same rank;
 //   - background: the cluster holding at least 40% of the image's border, else the most frequent
-//     very light or very dark cluster, else the most frequent cluster;
-//   - primary and secondary: the other clusters ranked by share weighted by colourfulness
-//     (share x (0.2 + chroma)), so a brand color beats a large grey area;
+//     very light or very dark cluster, else the most frequent cluster; when that is the primary
+//     itself (a brand colour framing the image), the most frequent neutral cluster instead, so the
+//     brand colour stays the primary and the page a readable neutral;
+//   - secondary: the best-ranked remaining cluster;
 //   - text: the palette color (other than the background) with the highest WCAG contrast against
 //     the background when it reaches 4.5:1, else black or white, whichever contrasts more.
 //
@@ -320,30 +340,53 @@ func ExtractPalette(img image.Image) (Palette, bool) {
 	if bg < 0 {
 		bg = 0
 	}
-	pal.Background = toColor(cl[bg].c)
 
-	type cand struct {
-		i     int
-		score float64
+	// Every cluster ranked by share weighted by colourfulness; chromatic ones of a real share first.
+	score := func(i int) float64 { return float64(cl[i].n) * (0.2 + toColor(cl[i].c).chroma()) }
+	chromatic := func(i int) bool {
+		return !toColor(cl[i].c).neutral() && float64(cl[i].n) >= minPrimaryShare*float64(len(pts))
 	}
-	var cands []cand
-	for i, c := range cl {
-		if i == bg {
-			continue
+	ranked := make([]int, len(cl))
+	for i := range ranked {
+		ranked[i] = i
+	}
+	sort.SliceStable(ranked, func(a, b int) bool {
+		if ca, cb := chromatic(ranked[a]), chromatic(ranked[b]); ca != cb {
+			return ca
 		}
-		col := toColor(c.c)
-		cands = append(cands, cand{i, float64(c.n) * (0.2 + col.chroma())})
+		return score(ranked[a]) > score(ranked[b])
+	})
+
+	primary := -1
+	if chromatic(ranked[0]) && ranked[0] == bg {
+		// The brand colour frames the image: it stays the primary, and the background is the
+		// most frequent neutral when there is one (cl is most frequent first).
+		for i := range cl {
+			if toColor(cl[i].c).neutral() {
+				bg, primary = i, ranked[0]
+				break
+			}
+		}
 	}
-	sort.SliceStable(cands, func(a, b int) bool { return cands[a].score > cands[b].score })
-	switch len(cands) {
-	case 0:
+	if primary < 0 {
+		for _, i := range ranked {
+			if i != bg {
+				primary = i
+				break
+			}
+		}
+	}
+	pal.Background = toColor(cl[bg].c)
+	if primary < 0 {
 		// One color only: it is the primary as well as the background.
 		pal.Primary = pal.Background
-	default:
-		pal.Primary = toColor(cl[cands[0].i].c)
-		if len(cands) > 1 {
-			pal.Secondary = toColor(cl[cands[1].i].c)
-			pal.HasSecondary = true
+	} else {
+		pal.Primary = toColor(cl[primary].c)
+		for _, i := range ranked {
+			if i != bg && i != primary {
+				pal.Secondary, pal.HasSecondary = toColor(cl[i].c), true
+				break
+			}
 		}
 	}
 

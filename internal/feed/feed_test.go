@@ -320,6 +320,33 @@ func TestLoopbackFeedRefusedUnlessPrivateNetworksAllowed(t *testing.T) {
 	}
 }
 
+// TestRedirectToRefusedAddressNamesTheHop: the feed's own host is allowed (private networks are,
+// as in every test here) and redirects to the cloud metadata address, refused even then. The
+// message says a redirect target is refused, not the feed's host, and names no address.
+func TestRedirectToRefusedAddressNamesTheHop(t *testing.T) {
+	e := newEnv(t)
+	redirector := httptest.NewServer(http.RedirectHandler("http://169.254.169.254/latest/meta-data/feed.xml", http.StatusFound))
+	t.Cleanup(redirector.Close)
+	f := e.create(e.a, Input{Name: "Moved", URL: redirector.URL + "/feed.xml", Format: "xml", FieldMap: merchantMap})
+	_, err := e.svc.Sync(e.ctx, e.a, f.ID, nil)
+	var se *SyncError
+	if !errors.As(err, &se) || !se.Permanent {
+		t.Fatalf("sync of a feed redirecting to a refused address: %v, want a permanent SyncError", err)
+	}
+	if !strings.Contains(se.Msg, "a redirect target") {
+		t.Errorf("message %q does not name the refused hop as a redirect target", se.Msg)
+	}
+	host := strings.TrimPrefix(redirector.URL, "http://")
+	for _, leak := range []string{"169.254", "meta-data", host, "127.0.0.1", "feed's host"} {
+		if strings.Contains(se.Msg, leak) {
+			t.Errorf("message %q contains %q", se.Msg, leak)
+		}
+	}
+	if e.products(e.a) != 0 {
+		t.Error("a refused feed touched products")
+	}
+}
+
 func TestFailedFetchLeavesProductsAlone(t *testing.T) {
 	e := newEnv(t)
 	f := e.create(e.a, Input{Name: "Nordhaven", URL: e.url("merchant_rss.xml"), Format: "xml", FieldMap: merchantMap})

@@ -256,6 +256,9 @@ func fetchFailure(ctx context.Context, err error, host string, o Options) error 
 	var dnsErr *net.DNSError
 	var netErr net.Error
 	switch {
+	case errors.Is(err, safehttp.ErrBlockedRedirect):
+		// The feed's own host was reached; the hop it redirected to is the refused one.
+		return permanent(err, "the feed's URL redirects to a redirect target that is not allowed: it is a private or internal address")
 	case errors.Is(err, safehttp.ErrBlockedAddress):
 		return permanent(err, "the feed's host %s is not allowed: it is a private or internal address", host)
 	case errors.Is(err, safehttp.ErrTooManyRedirects):

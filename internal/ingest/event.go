@@ -18,6 +18,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/ident"
 	"github.com/cohort-dev/cohort/internal/ingest/wire"
+	"github.com/cohort-dev/cohort/internal/jsontext"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 )
 
@@ -84,7 +85,31 @@ func Decode(raw []byte, tenantID int64, receivedAt time.Time) (warehouse.Event, 
 			return warehouse.Event{}, reject("invalid_json", "event", "must be valid UTF-8")
 		}
 	}
+	// A \u escape of an unpaired surrogate decodes to U+FFFD too (the payload's are refused by
+	// storableJSON). Only a decoded U+FFFD, which events seldom carry, costs a look at the raw text.
+	if strings.ContainsRune(in.UserID, utf8.RuneError) && surrogateIn(trimmed, "user_id") {
+		return warehouse.Event{}, reject("invalid_user_id", "user_id", "%s", jsontext.Problem)
+	}
+	if strings.ContainsRune(in.MessageID, utf8.RuneError) && surrogateIn(trimmed, "message_id") {
+		return warehouse.Event{}, reject("invalid_message_id", "message_id", "%s", jsontext.Problem)
+	}
 	return Validate(in, tenantID, receivedAt)
+}
+
+// surrogateIn reports whether the top-level field of the event's JSON text p holds text that is
+// not valid UTF-8 (p itself is: an unpaired surrogate escape, then).
+func surrogateIn(p []byte, field string) bool {
+	for base := 0; base < len(p); {
+		off := jsontext.Check(p[base:])
+		if off < 0 {
+			return false
+		}
+		if jsontext.PathAt(p, base+off) == field {
+			return true
+		}
+		base += off + 1
+	}
+	return false
 }
 
 func decodeRejection(err error) *Rejection {

@@ -129,6 +129,12 @@ func TestDecode(t *testing.T) {
 		{name: "user_id 256 multibyte runes", raw: ev("user_id", strings.Repeat("é", 256)), code: "invalid_user_id", field: "user_id"},
 		{name: "user_id unicode and spaces kept", raw: ev("user_id", " Ana Souza ✓ "), check: userIs(" Ana Souza ✓ ")},
 		{name: "user_id tab", raw: ev("user_id", "a\tb"), code: "invalid_user_id", field: "user_id"},
+		// A lone surrogate escape decodes to U+FFFD as invalid bytes do: the API's one UTF-8 rule.
+		{name: "user_id lone surrogate escape", raw: ev("user_id", raw(`"u\ud800"`)), code: "invalid_user_id", field: "user_id"},
+		{name: "user_id lone low surrogate escape", raw: ev("user_id", raw(`"\udc00"`)), code: "invalid_user_id", field: "user_id"},
+		{name: "user_id surrogate pair kept", raw: ev("user_id", raw(`"u\ud83d\ude00"`)), check: userIs("u😀")},
+		{name: "user_id U+FFFD sent as such kept", raw: ev("user_id", raw(`"u\ufffd"`)), check: userIs("u\ufffd")},
+		{name: "message_id lone surrogate escape", raw: ev("message_id", raw(`"m\ud800"`)), code: "invalid_message_id", field: "message_id"},
 		{name: "user_id newline", raw: ev("user_id", "a\nb"), code: "invalid_user_id", field: "user_id"},
 		{name: "user_id NUL", raw: ev("user_id", "a\x00b"), code: "invalid_user_id", field: "user_id"},
 		{name: "user_id DEL", raw: ev("user_id", "a\x7fb"), code: "invalid_user_id", field: "user_id"},

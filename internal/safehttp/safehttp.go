@@ -23,6 +23,10 @@ var (
 	// error names the host it was given, never the address the host resolved to (that would tell
 	// a tenant what an internal name points at): the address goes to Options.Logger.
 	ErrBlockedAddress = errors.New("destination not allowed")
+	// ErrBlockedRedirect means a redirect led to an address user URLs may not reach; it matches
+	// ErrBlockedAddress too. It names neither the refused hop's host nor its address, and says
+	// the refused destination is a redirect target, not the host the caller asked for.
+	ErrBlockedRedirect = fmt.Errorf("a redirect target: %w", ErrBlockedAddress)
 	// ErrBadURL means the URL is not an absolute http(s) URL with a host and no userinfo.
 	ErrBadURL = errors.New("safehttp: bad url")
 	// ErrResponseTooLarge is returned by a response body reader after Options.MaxResponseBytes.
@@ -76,7 +80,8 @@ func Permanent(err error) bool {
 // bypass the address check), refuses non-http(s) URLs and URLs with userinfo
 // on the first request and every redirect, and refuses to connect to blocked
 // addresses (see IsBlockedIP) unless opts.AllowPrivate is set. Errors from Do
-// wrap ErrBlockedAddress, ErrBadURL or ErrTooManyRedirects; note that
+// wrap ErrBlockedAddress (ErrBlockedRedirect for a redirect hop), ErrBadURL or
+// ErrTooManyRedirects; note that
 // net/http wraps them in a *url.Error whose message includes the request URL.
 // A blocked address's error names the host only; the resolved address is
 // logged to opts.Logger.
@@ -247,6 +252,10 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := rt.base.RoundTrip(req)
 	if err != nil {
+		if req.Response != nil && errors.Is(err, ErrBlockedAddress) {
+			// A redirect hop (net/http sets Response on the requests it follows redirects with).
+			return nil, ErrBlockedRedirect
+		}
 		return nil, err
 	}
 	if rt.maxBytes > 0 && resp.Body != nil {

@@ -148,6 +148,16 @@ func TestBlockedErrorNamesNoAddress(t *testing.T) {
 			if !strings.Contains(msg, "destination not allowed") {
 				t.Errorf("error %q, want it to say the destination is not allowed", msg)
 			}
+			// A refused hop is "a redirect target", named by neither its host nor its address;
+			// a refused first request is not.
+			if redirect := errors.Is(err, ErrBlockedRedirect); redirect != (tc.name == "redirect hop") {
+				t.Errorf("errors.Is(%v, ErrBlockedRedirect) = %v", err, redirect)
+			}
+			if tc.name == "redirect hop" {
+				if inner := errors.Unwrap(err); inner == nil || inner.Error() != "a redirect target: destination not allowed" {
+					t.Errorf("inner error %v, want \"a redirect target: destination not allowed\"", inner)
+				}
+			}
 			if log := logged.String(); !strings.Contains(log, "host=localhost") ||
 				!(strings.Contains(log, "127.0.0.1") || strings.Contains(log, "::1")) {
 				t.Errorf("log %q, want the host and the address it resolved to", log)
