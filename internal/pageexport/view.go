@@ -89,32 +89,9 @@ func safeURL(s string) string {
 	return ""
 }
 
-// GridSKUs are the SKUs an export needs products of: the page's and its product grids', each once.
-func GridSKUs(p *page.Page) []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(s string) {
-		if k := strings.ToLower(s); s != "" && !seen[k] {
-			seen[k] = true
-			out = append(out, s)
-		}
-	}
-	for _, s := range p.ProductSKUs {
-		add(s)
-	}
-	for _, b := range p.Blocks {
-		if b.Type != block.ProductGrid {
-			continue
-		}
-		list, _ := b.Props["product_skus"].([]any)
-		for _, v := range list {
-			if s, ok := v.(string); ok {
-				add(s)
-			}
-		}
-	}
-	return out
-}
+// GridSKUs are the SKUs an export needs products of: the page's and its product grids', each
+// once (page.ShownSKUs, as the public read lists them).
+func GridSKUs(p *page.Page) []string { return page.ShownSKUs(p.ProductSKUs, p.Blocks) }
 
 func formatPrice(p page.PublicProduct) string {
 	if p.Price == nil {
