@@ -9,7 +9,8 @@ import (
 // The HTML export: one HTML5 document, styled by the design tokens (CSS variables) and the
 // tenant's custom CSS in one <style>, every block of the registry drawn (its element's id is the
 // block id, the target of a "#<block id>" link), every text escaped by html/template, images
-// lazy-loaded, and the tracking snippet at the end of the body.
+// lazy-loaded, and the tracking snippet at the end of the body: trackingScript, the same text in
+// every export (a Content-Security-Policy allows it by hash), with its settings in attributes.
 
 var htmlTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 <html lang="en">
@@ -93,19 +94,7 @@ var htmlTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 {{- end}}{{end}}
 {{- end}}
 </main>
-<script>
-(function (c) {
-  var s = document.createElement("script");
-  s.src = c.script_url;
-  s.async = true;
-  s.onload = function () {
-    if (window.Cohort && window.Cohort.Client) {
-      new window.Cohort.Client({ apiUrl: c.api_url, apiKey: c.api_key }).trackPageView();
-    }
-  };
-  document.head.appendChild(s);
-})({{.Tracking}});
-</script>
+<script data-cohort-sdk="{{.Tracking.ScriptURL}}" data-cohort-api="{{.Tracking.APIURL}}" data-cohort-key="{{.Tracking.PublicKey}}">` + trackingScript + `</script>
 </body>
 </html>
 `))
