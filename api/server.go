@@ -115,8 +115,12 @@ func New(d Deps) *Server {
 		abort(c, codedNotFound("no route "+c.Request.Method+" "+c.Request.URL.Path))
 	})
 	e.NoMethod(func(c *gin.Context) {
+		method := c.Request.Method
+		if isHead(c.Request) {
+			method = http.MethodHead
+		}
 		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, ErrorBody{Error: ErrorDetail{
-			Code: "method_not_allowed", Message: c.Request.Method + " is not allowed on " + c.Request.URL.Path,
+			Code: "method_not_allowed", Message: method + " is not allowed on " + c.Request.URL.Path,
 			RequestID: c.GetString(ctxRequestID),
 		}})
 	})
