@@ -77,7 +77,7 @@ func TestPageExportAPI(t *testing.T) {
 	target := strings.TrimPrefix(link, "http://cohort.test")
 	dl := send(t, ts, http.MethodGet, target, nil, nil)
 	if dl.Status != http.StatusOK || !strings.Contains(string(dl.Body), "Linen &lt;script&gt;alert(1)&lt;/script&gt;") ||
-		!strings.Contains(string(dl.Body), `"api_url":"https://api.cohort.test"`) || !strings.Contains(string(dl.Body), `"api_key":"pk_`) {
+		!strings.Contains(string(dl.Body), `data-cohort-api="https://api.cohort.test"`) || !strings.Contains(string(dl.Body), `data-cohort-key="pk_`) {
 		t.Fatalf("download: %d %.300s", dl.Status, dl.Body)
 	}
 	// A changed signature, and a link past its 24 hours, are refused.

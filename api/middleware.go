@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -31,9 +32,7 @@ var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 func (s *Server) requestID(c *gin.Context) {
 	id := c.GetHeader("X-Request-ID")
 	if !requestIDRE.MatchString(id) {
-		b := make([]byte, 12)
-		_, _ = rand.Read(b)
-		id = hex.EncodeToString(b)
+		id = newRequestID()
 	}
 	c.Set(ctxRequestID, id)
 	c.Header("X-Request-ID", id)
@@ -104,14 +103,18 @@ func (s *Server) observe(c *gin.Context) {
 		route = "unmatched"
 	}
 	status := c.Writer.Status()
-	s.metrics.duration.WithLabelValues(c.Request.Method, route, strconv.Itoa(status)).Observe(elapsed.Seconds())
+	method := c.Request.Method
+	if isHead(c.Request) {
+		method = http.MethodHead
+	}
+	s.metrics.duration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(elapsed.Seconds())
 	if route == "/healthz" || route == "/metrics" {
 		return
 	}
 	level := slog.LevelInfo
 	attrs := []slog.Attr{
 		slog.String("request_id", c.GetString(ctxRequestID)),
-		slog.String("method", c.Request.Method),
+		slog.String("method", method),
 		slog.String("route", route),
 		slog.Int("status", status),
 		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
@@ -150,3 +153,93 @@ func (s *Server) limitBody(c *gin.Context) {
 }
 
 func codedNotFound(msg string) error { return errs.Coded(errs.ErrNotFound, "not_found", "%s", msg) }
+
+// headKey marks, in a request's context, a HEAD request the router serves as a GET.
+type headKey struct{}
+
+// isHead reports whether the request came as HEAD (edge serves it as GET).
+func isHead(r *http.Request) bool { return r.Context().Value(headKey{}) != nil }
+
+// edge is the outermost handler, in front of the router, so that what gin answers itself (its
+// trailing-slash redirects) is covered as well as 404s, 405s and every route:
+//   - every response carries the request id (a sane X-Request-ID from the caller, else a new
+//     one, which the requestID middleware then finds) and X-Content-Type-Options: nosniff;
+//   - HEAD is served wherever GET is: the router runs the GET route, the answer keeps its status
+//     and headers (Content-Length included) and loses its body.
+func (s *Server) edge(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("X-Request-ID")
+	if !requestIDRE.MatchString(id) {
+		id = newRequestID()
+		r.Header.Set("X-Request-ID", id)
+	}
+	h := w.Header()
+	h.Set("X-Request-ID", id)
+	h.Set("X-Content-Type-Options", "nosniff")
+	if r.Method != http.MethodHead {
+		s.engine.ServeHTTP(w, r)
+		return
+	}
+	get := r.WithContext(context.WithValue(r.Context(), headKey{}, true))
+	get.Method = http.MethodGet
+	hw := &headWriter{w: w, status: http.StatusOK}
+	s.engine.ServeHTTP(hw, get)
+	hw.finish()
+}
+
+func newRequestID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// headWriter answers a HEAD request from a GET handler: it drops the body, counting it, and
+// holds the status back until the handler returns (or flushes), so that it can give the answer
+// the Content-Length the GET would have had.
+type headWriter struct {
+	w       http.ResponseWriter
+	status  int
+	n       int64
+	written bool // the status was sent
+}
+
+func (h *headWriter) Header() http.Header { return h.w.Header() }
+
+func (h *headWriter) WriteHeader(code int) {
+	if h.written {
+		return
+	}
+	if code < 200 { // informational answers pass through and do not end the header
+		h.w.WriteHeader(code)
+		return
+	}
+	h.status = code
+}
+
+func (h *headWriter) Write(p []byte) (int, error) {
+	h.n += int64(len(p))
+	return len(p), nil
+}
+
+// Flush sends the status and headers now (a stream): without a Content-Length.
+func (h *headWriter) Flush() {
+	h.send()
+	if f, ok := h.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (h *headWriter) send() {
+	if !h.written {
+		h.written = true
+		h.w.WriteHeader(h.status)
+	}
+}
+
+func (h *headWriter) finish() {
+	if !h.written && h.n > 0 && h.w.Header().Get("Content-Length") == "" && h.w.Header().Get("Transfer-Encoding") == "" {
+		h.w.Header().Set("Content-Length", strconv.FormatInt(h.n, 10))
+	}
+	h.send()
+}
+
+func (h *headWriter) Unwrap() http.ResponseWriter { return h.w }

@@ -150,7 +150,15 @@ func (s *Server) deletePage(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if err := s.d.Pages.Service.DeletePage(c.Request.Context(), mustCredential(c).TenantID, id); err != nil {
+	ctx, tenantID := c.Request.Context(), mustCredential(c).TenantID
+	var err error
+	if s.d.Exports != nil {
+		// Deleting the page revokes its exports' download links.
+		err = s.d.Exports.Service.DeletePage(ctx, tenantID, id, s.d.Pages.Service)
+	} else {
+		err = s.d.Pages.Service.DeletePage(ctx, tenantID, id)
+	}
+	if err != nil {
 		abort(c, err)
 		return
 	}

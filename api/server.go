@@ -118,8 +118,12 @@ func New(d Deps) *Server {
 		abort(c, codedNotFound("no route "+c.Request.Method+" "+c.Request.URL.Path))
 	})
 	e.NoMethod(func(c *gin.Context) {
+		method := c.Request.Method
+		if isHead(c.Request) {
+			method = http.MethodHead
+		}
 		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, ErrorBody{Error: ErrorDetail{
-			Code: "method_not_allowed", Message: c.Request.Method + " is not allowed on " + c.Request.URL.Path,
+			Code: "method_not_allowed", Message: method + " is not allowed on " + c.Request.URL.Path,
 			RequestID: c.GetString(ctxRequestID),
 		}})
 	})
@@ -127,8 +131,9 @@ func New(d Deps) *Server {
 	return s
 }
 
-// Handler is the http.Handler to serve.
-func (s *Server) Handler() http.Handler { return s.engine }
+// Handler is the http.Handler to serve: the router behind edge (middleware.go), which gives
+// every answer its request id and nosniff and serves HEAD wherever GET is served.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.edge) }
 
 // Routes lists the registered routes (method and template), for the contract test.
 func (s *Server) Routes() gin.RoutesInfo { return s.engine.Routes() }

@@ -135,8 +135,9 @@ type publicPageJSON struct {
 }
 
 // PublicPage answers GET /api/ai-pages/public/pages/{tenant_slug}/{page_slug}/ with the JSON body:
-// a published page with its intro copy, SKUs, blocks and products (name, price, image and data,
-// in the order of product_skus; SKUs no longer in the catalogue are left out), and view_count.
+// a published page with its intro copy, SKUs (ShownSKUs: the page's and its product grids'),
+// blocks and products (name, price, image and data, in the order of product_skus; SKUs no
+// longer in the catalogue are left out), and view_count.
 // An unknown tenant, an unknown or unpublished page and another tenant's page are the same
 // not-found error. Each read counts one view (in memory, written by Run), and a User-Agent that
 // names a known AI crawler (Crawlers) records a crawl; view_count includes the reads not yet
@@ -192,12 +193,10 @@ func (s *Service) loadPublic(ctx context.Context, tenantSlug, pageSlug string) (
 	if err != nil {
 		return nil, fmt.Errorf("load public page: %w", err)
 	}
-	if p.ProductSKUs == nil {
-		p.ProductSKUs = []string{}
-	}
 	if p.Blocks, err = decodeBlocks(blocks); err != nil {
 		return nil, fmt.Errorf("load public page %d: %w", p.ID, err)
 	}
+	p.ProductSKUs = ShownSKUs(p.ProductSKUs, p.Blocks)
 	if p.Products, err = s.publicProducts(ctx, tenantID, p.ProductSKUs, fields, currency); err != nil {
 		return nil, fmt.Errorf("load public page %d products: %w", p.ID, err)
 	}

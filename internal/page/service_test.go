@@ -502,3 +502,61 @@ func TestPublicProducts(t *testing.T) {
 		t.Fatalf("through another tenant: %v", err)
 	}
 }
+
+// TestPublicPageGridSKUs: the public read's product_skus and products include the SKUs of the
+// page's product grids as a PATCH (or a build, or a template) put them there, not only the ones a
+// generation recorded: the page's first, then its grids' in block order, each once.
+func TestPublicPageGridSKUs(t *testing.T) {
+	e := newEnv(t, Options{})
+	testenv.Exec(t, e.db, `INSERT INTO products (tenant_id, sku, name, sku_key, name_key, data) VALUES
+		($1, 'NEW-1', 'New', 'new-1', 'new', '{"price": 10}'),
+		($1, 'X-3', 'Ex', 'x-3', 'ex', '{}'),
+		($1, 'A-1', 'Dress', 'a-1', 'dress', '{}')`, e.a)
+	q := e.query(e.a, "shop")
+	p := e.page(e.a, CreateInput{Query: &q.ID, Published: ptr(true)})
+	if err := e.svc.SaveGenerated(e.ctx, e.a, p.ID, GeneratedContent{IntroCopy: "Hi", ProductSKUs: []string{"A-1"}, Blocks: validBlocks("A-1")}); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(append(validBlocks("A-1"), validBlocks("NEW-1", "x-3", "a-1")[1]))
+	if _, err := e.svc.PatchPage(e.ctx, e.a, p.ID, PatchInput{Blocks: raw}); err != nil {
+		t.Fatal(err)
+	}
+	body, err := e.svc.PublicPage(e.ctx, "tenant-a", p.Slug, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		ProductSKUs []string        `json:"product_skus"`
+		Products    []PublicProduct `json:"products"`
+	}
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	if strings.Join(got.ProductSKUs, ",") != "A-1,NEW-1,x-3" {
+		t.Errorf("product_skus %q, want A-1, NEW-1, x-3", got.ProductSKUs)
+	}
+	var skus []string
+	for _, pr := range got.Products {
+		skus = append(skus, pr.SKU)
+	}
+	if strings.Join(skus, ",") != "A-1,NEW-1,X-3" {
+		t.Errorf("products %q, want A-1, NEW-1, X-3", skus)
+	}
+
+	// A page whose only SKUs are its grid's (as one made from a template): none recorded.
+	p2 := e.page(e.a, CreateInput{Query: &q.ID, Slug: ptr("from-grid"), Published: ptr(true)})
+	raw, _ = json.Marshal(validBlocks("NEW-1", "X-3"))
+	if _, err := e.svc.PatchPage(e.ctx, e.a, p2.ID, PatchInput{Blocks: raw}); err != nil {
+		t.Fatal(err)
+	}
+	if body, err = e.svc.PublicPage(e.ctx, "tenant-a", "from-grid", ""); err != nil {
+		t.Fatal(err)
+	}
+	got.ProductSKUs, got.Products = nil, nil
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got.ProductSKUs, ",") != "NEW-1,X-3" || len(got.Products) != 2 {
+		t.Errorf("grid-only page: product_skus %q, %d products", got.ProductSKUs, len(got.Products))
+	}
+}

@@ -47,7 +47,8 @@ type chromiumReport struct {
 // TestHTMLRendersInChromium opens the HTML export of a page with every block type and hostile
 // text in every prop in Debian's headless Chromium: no console or page errors, every block
 // visible, none of the hostile text ran, the design tokens apply, the tracking snippet loaded the
-// bundle from the API and sent its request with the tenant's key; a screenshot is kept.
+// bundle from the API and sent its request with the tenant's key, all under the
+// Content-Security-Policy HTML exports are downloaded with; a screenshot is kept.
 func TestHTMLRendersInChromium(t *testing.T) {
 	testenv.NodeTools(t) // installs sdk/js's npm packages, playwright-core among them
 	sdk := testenv.SDKDir(t)
@@ -62,9 +63,12 @@ func TestHTMLRendersInChromium(t *testing.T) {
 	var mu sync.Mutex
 	var tracked []string
 	var exported []byte
+	var base string // the test server's origin, set once it runs
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /page.html", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", HTML.ContentType())
+		// The policy the API downloads HTML exports with: a violation is a console error.
+		w.Header().Set("Content-Security-Policy", ContentSecurityPolicy(base))
 		_, _ = w.Write(exported)
 	})
 	mux.HandleFunc("GET "+ScriptPath, func(w http.ResponseWriter, r *http.Request) {
@@ -93,6 +97,7 @@ func TestHTMLRendersInChromium(t *testing.T) {
 	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	ts := httptest.NewServer(mux)
 	defer ts.Close()
+	base = ts.URL
 
 	c := fullContent(hostile, ts.URL)
 	if exported, err = RenderHTML(c); err != nil {

@@ -7,8 +7,10 @@ import (
 )
 
 // The HTML export: one HTML5 document, styled by the design tokens (CSS variables) and the
-// tenant's custom CSS in one <style>, every block of the registry drawn, every text escaped by
-// html/template, images lazy-loaded, and the tracking snippet at the end of the body.
+// tenant's custom CSS in one <style>, every block of the registry drawn (its element's id is the
+// block id, the target of a "#<block id>" link), every text escaped by html/template, images
+// lazy-loaded, and the tracking snippet at the end of the body: trackingScript, the same text in
+// every export (a Content-Security-Policy allows it by hash), with its settings in attributes.
 
 var htmlTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 <html lang="en">
@@ -26,9 +28,9 @@ var htmlTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 {{- if .IntroCopy}}
 <p class="cohort-intro">{{.IntroCopy}}</p>
 {{- end}}
-{{- range .Blocks}}
+{{- range .Blocks}}{{$id := .ID}}
 {{- if .Hero}}{{with .Hero}}
-<section class="cohort-block cohort-hero" data-block-type="hero">
+<section{{if $id}} id="{{$id}}"{{end}} class="cohort-block cohort-hero" data-block-type="hero">
 <h1>{{.Headline}}</h1>
 {{- if .Subheadline}}
 <p>{{.Subheadline}}</p>{{end}}
@@ -39,7 +41,7 @@ var htmlTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 </section>
 {{- end}}{{end}}
 {{- if .Grid}}{{with .Grid}}
-<section class="cohort-block cohort-products" data-block-type="product_grid">
+<section{{if $id}} id="{{$id}}"{{end}} class="cohort-block cohort-products" data-block-type="product_grid">
 <div class="cohort-grid" style="--cohort-columns: {{.Columns}}">
 {{- range .Products}}
 <article class="cohort-product" data-sku="{{.SKU}}">
@@ -54,14 +56,14 @@ var htmlTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 </section>
 {{- end}}{{end}}
 {{- if .Text}}{{with .Text}}
-<section class="cohort-block cohort-text" data-block-type="text_section" style="text-align: {{.Align}}">
+<section{{if $id}} id="{{$id}}"{{end}} class="cohort-block cohort-text" data-block-type="text_section" style="text-align: {{.Align}}">
 {{- if .Heading}}
 <h2>{{.Heading}}</h2>{{end}}
 <p>{{.Body}}</p>
 </section>
 {{- end}}{{end}}
 {{- if .CTA}}{{with .CTA}}
-<section class="cohort-block cohort-cta" data-block-type="cta_banner">
+<section{{if $id}} id="{{$id}}"{{end}} class="cohort-block cohort-cta" data-block-type="cta_banner">
 <h2>{{.Headline}}</h2>
 {{- if .Body}}
 <p>{{.Body}}</p>{{end}}
@@ -70,7 +72,7 @@ var htmlTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 </section>
 {{- end}}{{end}}
 {{- if .Features}}{{with .Features}}
-<section class="cohort-block cohort-features" data-block-type="feature_list">
+<section{{if $id}} id="{{$id}}"{{end}} class="cohort-block cohort-features" data-block-type="feature_list">
 {{- if .Heading}}
 <h2>{{.Heading}}</h2>{{end}}
 <ul>
@@ -81,7 +83,7 @@ var htmlTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 </section>
 {{- end}}{{end}}
 {{- if .Testimonial}}{{with .Testimonial}}
-<section class="cohort-block cohort-testimonial" data-block-type="testimonial">
+<section{{if $id}} id="{{$id}}"{{end}} class="cohort-block cohort-testimonial" data-block-type="testimonial">
 <figure>
 <blockquote>{{.Quote}}</blockquote>
 <figcaption>
@@ -92,19 +94,7 @@ var htmlTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 {{- end}}{{end}}
 {{- end}}
 </main>
-<script>
-(function (c) {
-  var s = document.createElement("script");
-  s.src = c.script_url;
-  s.async = true;
-  s.onload = function () {
-    if (window.Cohort && window.Cohort.Client) {
-      new window.Cohort.Client({ apiUrl: c.api_url, apiKey: c.api_key }).trackPageView();
-    }
-  };
-  document.head.appendChild(s);
-})({{.Tracking}});
-</script>
+<script data-cohort-sdk="{{.Tracking.ScriptURL}}" data-cohort-api="{{.Tracking.APIURL}}" data-cohort-key="{{.Tracking.PublicKey}}">` + trackingScript + `</script>
 </body>
 </html>
 `))

@@ -46,10 +46,7 @@ func RenderJSON(c Content) ([]byte, error) {
 	if products == nil {
 		products = []page.PublicProduct{}
 	}
-	skus := p.ProductSKUs
-	if skus == nil {
-		skus = []string{}
-	}
+	skus := GridSKUs(p)
 	doc := jsonDoc{
 		Format: "cohort.page-export/v1", ExportedAt: c.At.UTC(),
 		Page: jsonPage{ID: p.ID, Slug: p.Slug, Title: p.Title, Published: p.Published, IntroCopy: p.IntroCopy,

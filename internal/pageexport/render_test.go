@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -213,5 +214,109 @@ func TestJSONAndZip(t *testing.T) {
 	}
 	if again, _ := RenderZip(c); !bytes.Equal(again, z) {
 		t.Error("the zip is not reproducible")
+	}
+}
+
+// TestExportsKeepFragmentLinks: a CTA whose URL is a fragment of the page (a generated hero's
+// "#blk_products") keeps its link in the HTML and TSX exports, and every block's element carries
+// its block id as its HTML id, so the fragment lands on the block it names.
+func TestExportsKeepFragmentLinks(t *testing.T) {
+	c := fullContent("x", "https://cohort.example")
+	c.Page.Blocks[0].Props["cta_url"] = "#blk_grid"
+	c.Page.Blocks[3].Props["cta_url"] = "#blk_quote"
+	out, err := RenderHTML(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := html.Parse(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{} // id -> data-block-type
+	var hrefs []string
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode {
+			var id, typ string
+			for _, a := range n.Attr {
+				switch a.Key {
+				case "id":
+					id = a.Val
+				case "data-block-type":
+					typ = a.Val
+				case "href":
+					if n.Data == "a" {
+						hrefs = append(hrefs, a.Val)
+					}
+				}
+			}
+			if id != "" {
+				if _, dup := ids[id]; dup {
+					t.Errorf("id %q twice", id)
+				}
+				ids[id] = typ
+			}
+		}
+		for ch := n.FirstChild; ch != nil; ch = ch.NextSibling {
+			walk(ch)
+		}
+	}
+	walk(doc)
+	for _, want := range []string{"#blk_grid", "#blk_quote"} {
+		if !slices.Contains(hrefs, want) {
+			t.Errorf("no <a href=%q> (links %q)", want, hrefs)
+		}
+	}
+	for _, b := range c.Page.Blocks {
+		if ids[b.ID] != b.Type {
+			t.Errorf("block %s (%s): element with its id has data-block-type %q", b.ID, b.Type, ids[b.ID])
+		}
+	}
+
+	tsx, err := RenderTSX(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(tsx)
+	for _, want := range []string{`ctaUrl={"#blk_grid"}`, `ctaUrl={"#blk_quote"}`, `id={"blk_grid"}`, `id={"blk_hero"}`, `id={"blk_quote"}`,
+		`<section id={props.id} className="cohort-block cohort-hero"`, `<section id={props.id} className="cohort-block cohort-products"`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("TSX export lacks %s", want)
+		}
+	}
+}
+
+// TestExportsKeepUnicodeFonts: a font family the design system accepts (letters of any script)
+// reaches the HTML and TSX stylesheets as a quoted CSS string, not replaced by the default; a
+// name the design system refuses falls back to it, and the quoting escapes anything that could
+// end the string or the <style> element.
+func TestExportsKeepUnicodeFonts(t *testing.T) {
+	c := fullContent("x", "https://cohort.example")
+	c.Tokens.HeadingFont, c.Tokens.BodyFont = "Ωmega", "Noto Sans 日本"
+	out, err := RenderHTML(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`--cohort-heading-font:"Ωmega", system-ui`, `--cohort-body-font:"Noto Sans 日本", system-ui`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("HTML export lacks %s", want)
+		}
+	}
+	tsx, err := RenderTSX(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(tsx), `--cohort-heading-font:\"Ωmega\", system-ui`) {
+		t.Errorf("TSX export lacks the heading font: %.400s", tsx)
+	}
+	for name, want := range map[string]string{
+		`Ωmega`:              `"Ωmega", system-ui, sans-serif`,
+		`a"b\c<d>&e` + "\n":  `"a\22 b\5c c\3c d\3e \26 e\a ", system-ui, sans-serif`,
+		`x</style><script>`:  `"x\3c /style\3e \3c script\3e ", system-ui, sans-serif`,
+		"\u2028\u0000\ufeff": `"\2028 \fffd \feff ", system-ui, sans-serif`,
+	} {
+		if got := quoteFont(name); got != want {
+			t.Errorf("quoteFont(%q) = %s, want %s", name, got, want)
+		}
 	}
 }

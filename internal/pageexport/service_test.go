@@ -13,6 +13,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/auth"
 	"github.com/cohort-dev/cohort/internal/blob"
+	"github.com/cohort-dev/cohort/internal/design"
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/page"
 	"github.com/cohort-dev/cohort/internal/store"
@@ -223,5 +224,45 @@ func TestServiceIsolationAndFailures(t *testing.T) {
 	}
 	if _, err := e.svc.Build(ctx, e.a, st.ExportID); !IsGone(err) {
 		t.Errorf("build after the page was deleted: %v", err)
+	}
+}
+
+// TestUnicodeFontFromDesignSystem: a font family outside ASCII that the design system accepts
+// (what PUT design-system stores) is what the HTML and TSX exports are styled with, quoted, not
+// silently replaced by the default.
+func TestUnicodeFontFromDesignSystem(t *testing.T) {
+	e := newSvcEnv(t)
+	ctx := context.Background()
+	store := design.NewStore(e.db.Pool, time.Now)
+	if _, err := store.Update(ctx, e.a, design.Patch{HeadingFont: new("Ωmega"), BodyFont: new("Ünïcode  Sans")}); err != nil {
+		t.Fatal(err)
+	}
+	svc := NewService(Deps{Pool: e.db.Pool, Pages: e.pages, Keys: NewKeys(e.db.Pool, e.clock.Now), Blob: e.blob,
+		Design: DesignStore{Store: store}, Starter: e.starter, Now: e.clock.Now})
+	p := e.page(t, e.a, "fonts")
+	for _, f := range []Format{HTML, TSX} {
+		st, err := svc.Start(ctx, e.a, p.ID, string(f), "https://api.cohort.test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		built, err := svc.Build(ctx, e.a, st.ExportID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := e.blob.Open(ctx, built.BlobKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(rc)
+		_ = rc.Close()
+		quote := `"`
+		if f == TSX {
+			quote = `\"` // inside the TSX file's string literal
+		}
+		for _, want := range []string{"--cohort-heading-font:" + quote + "Ωmega" + quote, "--cohort-body-font:" + quote + "Ünïcode Sans" + quote} {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("%s export lacks %s", f, want)
+			}
+		}
 	}
 }

@@ -12,7 +12,8 @@ import (
 
 // The TSX export: one React component file that imports nothing but React. It declares a typed
 // props interface and a function component for each block type the page uses, the design
-// tokens as a CSS string rendered in a <style>, and a default-exported page component whose
+// tokens as a CSS string rendered in a <style>, and a default-exported page component (each
+// block's <section> has the block id as its id, the target of a "#<block id>" link) whose
 // effect injects the client library's script and records a page view. Every text the tenant
 // wrote reaches the file only as a JSON string literal (with <, >, &, U+2028 and U+2029
 // escaped), so it cannot end its literal or open JSX.
@@ -29,6 +30,7 @@ func lit(s string) string {
 // tsxComponents are the props interface and component of each block type, in registry order.
 var tsxComponents = map[string]string{
 	block.Hero: `export interface HeroProps {
+  id?: string;
   headline: string;
   subheadline?: string;
   ctaLabel?: string;
@@ -38,7 +40,7 @@ var tsxComponents = map[string]string{
 
 export function Hero(props: HeroProps) {
   return (
-    <section className="cohort-block cohort-hero" data-block-type="hero">
+    <section id={props.id} className="cohort-block cohort-hero" data-block-type="hero">
       <h1>{props.headline}</h1>
       {props.subheadline ? <p>{props.subheadline}</p> : null}
       {props.imageUrl ? <img src={props.imageUrl} alt="" loading="lazy" /> : null}
@@ -59,13 +61,14 @@ export function Hero(props: HeroProps) {
 }
 
 export interface ProductGridProps {
+  id?: string;
   columns: number;
   products: Product[];
 }
 
 export function ProductGrid(props: ProductGridProps) {
   return (
-    <section className="cohort-block cohort-products" data-block-type="product_grid">
+    <section id={props.id} className="cohort-block cohort-products" data-block-type="product_grid">
       <div className="cohort-grid" style={{ ["--cohort-columns" as string]: String(props.columns) }}>
         {props.products.map((p) => (
           <article className="cohort-product" data-sku={p.sku} key={p.sku}>
@@ -80,6 +83,7 @@ export function ProductGrid(props: ProductGridProps) {
 }
 `,
 	block.TextSection: `export interface TextSectionProps {
+  id?: string;
   heading?: string;
   body: string;
   align: "left" | "center" | "right";
@@ -87,7 +91,7 @@ export function ProductGrid(props: ProductGridProps) {
 
 export function TextSection(props: TextSectionProps) {
   return (
-    <section className="cohort-block cohort-text" data-block-type="text_section" style={{ textAlign: props.align }}>
+    <section id={props.id} className="cohort-block cohort-text" data-block-type="text_section" style={{ textAlign: props.align }}>
       {props.heading ? <h2>{props.heading}</h2> : null}
       <p>{props.body}</p>
     </section>
@@ -95,6 +99,7 @@ export function TextSection(props: TextSectionProps) {
 }
 `,
 	block.CTABanner: `export interface CtaBannerProps {
+  id?: string;
   headline: string;
   body?: string;
   ctaLabel: string;
@@ -103,7 +108,7 @@ export function TextSection(props: TextSectionProps) {
 
 export function CtaBanner(props: CtaBannerProps) {
   return (
-    <section className="cohort-block cohort-cta" data-block-type="cta_banner">
+    <section id={props.id} className="cohort-block cohort-cta" data-block-type="cta_banner">
       <h2>{props.headline}</h2>
       {props.body ? <p>{props.body}</p> : null}
       {props.ctaUrl ? (
@@ -121,13 +126,14 @@ export function CtaBanner(props: CtaBannerProps) {
 }
 
 export interface FeatureListProps {
+  id?: string;
   heading?: string;
   items: Feature[];
 }
 
 export function FeatureList(props: FeatureListProps) {
   return (
-    <section className="cohort-block cohort-features" data-block-type="feature_list">
+    <section id={props.id} className="cohort-block cohort-features" data-block-type="feature_list">
       {props.heading ? <h2>{props.heading}</h2> : null}
       <ul>
         {props.items.map((item, i) => (
@@ -142,6 +148,7 @@ export function FeatureList(props: FeatureListProps) {
 }
 `,
 	block.Testimonial: `export interface TestimonialProps {
+  id?: string;
   quote: string;
   author: string;
   role?: string;
@@ -150,7 +157,7 @@ export function FeatureList(props: FeatureListProps) {
 
 export function Testimonial(props: TestimonialProps) {
   return (
-    <section className="cohort-block cohort-testimonial" data-block-type="testimonial">
+    <section id={props.id} className="cohort-block cohort-testimonial" data-block-type="testimonial">
       <figure>
         <blockquote>{props.quote}</blockquote>
         <figcaption>
@@ -265,6 +272,7 @@ func tsxBlock(bv blockView, key string) string {
 		a.str("role", t.Role, true)
 		a.str("avatarUrl", t.AvatarURL, true)
 	}
+	a.str("id", bv.ID, true)
 	b.WriteString(" />")
 	return b.String()
 }

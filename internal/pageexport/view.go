@@ -1,18 +1,23 @@
 package pageexport
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/cohort-dev/cohort/internal/block"
+	"github.com/cohort-dev/cohort/internal/design"
 	"github.com/cohort-dev/cohort/internal/page"
 )
 
 // The view is what the HTML and TSX renderers draw: the page's blocks with typed props (only
-// the registry's props, links that are not http(s) or a same-site path dropped) and the design
-// tokens as safe CSS.
+// the registry's props, links that are not http(s), a same-site path or a fragment dropped),
+// each with its block id, which the renderers give its element as its HTML id (so a CTA's
+// "#blk_products" lands on that block), and the design tokens as safe CSS.
 
 type heroView struct{ Headline, Subheadline, CTALabel, CTAURL, ImageURL string }
 
@@ -75,8 +80,9 @@ func propInt(p map[string]any, name string, def int) int {
 	return def
 }
 
-// safeURL keeps an absolute http(s) URL or a same-site path; anything else (javascript:, data:,
-// protocol-relative) is dropped.
+// safeURL keeps an absolute http(s) URL, a same-site path or a fragment of the page ("#..."),
+// as the block registry allows them; anything else (javascript:, data:, protocol-relative) is
+// dropped.
 func safeURL(s string) string {
 	s = strings.TrimSpace(s)
 	l := strings.ToLower(s)
@@ -85,36 +91,20 @@ func safeURL(s string) string {
 		return s
 	case strings.HasPrefix(s, "/") && !strings.HasPrefix(s, "//") && !strings.HasPrefix(s, "/\\"):
 		return s
+	case len(s) > 1 && s[0] == '#' && !strings.ContainsFunc(s, notURLRune):
+		return s // a fragment of the page: "#blk_products" lands on that block's element
 	}
 	return ""
 }
 
-// GridSKUs are the SKUs an export needs products of: the page's and its product grids', each once.
-func GridSKUs(p *page.Page) []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(s string) {
-		if k := strings.ToLower(s); s != "" && !seen[k] {
-			seen[k] = true
-			out = append(out, s)
-		}
-	}
-	for _, s := range p.ProductSKUs {
-		add(s)
-	}
-	for _, b := range p.Blocks {
-		if b.Type != block.ProductGrid {
-			continue
-		}
-		list, _ := b.Props["product_skus"].([]any)
-		for _, v := range list {
-			if s, ok := v.(string); ok {
-				add(s)
-			}
-		}
-	}
-	return out
+// notURLRune is a rune no link of an export carries (the block registry refuses them too).
+func notURLRune(r rune) bool {
+	return r == '\\' || unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError
 }
+
+// GridSKUs are the SKUs an export needs products of: the page's and its product grids', each
+// once (page.ShownSKUs, as the public read lists them).
+func GridSKUs(p *page.Page) []string { return page.ShownSKUs(p.ProductSKUs, p.Blocks) }
 
 func formatPrice(p page.PublicProduct) string {
 	if p.Price == nil {
@@ -139,7 +129,10 @@ func newView(c Content) pageView {
 	used := map[string]bool{}
 	v := pageView{Title: c.Page.Title, Slug: c.Page.Slug, IntroCopy: c.Page.IntroCopy, Tracking: c.Tracking}
 	for _, b := range c.Page.Blocks {
-		bv := blockView{ID: b.ID, Type: b.Type}
+		bv := blockView{Type: b.Type}
+		if block.CheckID(b.ID) == "" {
+			bv.ID = b.ID // letters, digits, _ and -: safe as an HTML id and in a fragment
+		}
 		p := b.Props
 		switch b.Type {
 		case block.Hero:
@@ -195,7 +188,6 @@ func newView(c Content) pageView {
 
 var (
 	hexColorRE = regexp.MustCompile(`^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$`)
-	fontRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9 _-]{0,62}$`)
 	lengthRE   = regexp.MustCompile(`^(?:0|[0-9]{1,4}(?:\.[0-9]{1,3})?(?:px|rem|em|%))$`)
 )
 
@@ -215,8 +207,8 @@ func sanitizeTokens(t Tokens) Tokens {
 		SecondaryColor:  pick(t.SecondaryColor, d.SecondaryColor, hexColorRE),
 		BackgroundColor: pick(t.BackgroundColor, d.BackgroundColor, hexColorRE),
 		TextColor:       pick(t.TextColor, d.TextColor, hexColorRE),
-		HeadingFont:     pick(strings.TrimSpace(t.HeadingFont), d.HeadingFont, fontRE),
-		BodyFont:        pick(strings.TrimSpace(t.BodyFont), d.BodyFont, fontRE),
+		HeadingFont:     pickFont(t.HeadingFont, d.HeadingFont),
+		BodyFont:        pickFont(t.BodyFont, d.BodyFont),
 		BorderRadius:    pick(strings.TrimSpace(t.BorderRadius), d.BorderRadius, lengthRE),
 		SpacingUnit:     t.SpacingUnit,
 		CustomCSS:       SafeCSS(t.CustomCSS),
@@ -258,7 +250,34 @@ func pageCSS(t Tokens) string {
 	return b.String()
 }
 
-func quoteFont(f string) string { return `"` + f + `", system-ui, sans-serif` }
+// pickFont keeps a font family name the design system accepts (design.NormalizeFont: letters
+// and digits of any script, spaces, hyphens, underscores and periods), else def.
+func pickFont(v, def string) string {
+	if n, msg := design.NormalizeFont(v); msg == "" {
+		return n
+	}
+	return def
+}
+
+// quoteFont is a font-family value: f as a quoted CSS string, then the generic fallbacks. Quotes,
+// backslashes, <, > and &, and every character that is not graphic are CSS escapes ("\22 "), so
+// the string can end neither itself nor its <style> element; NUL becomes U+FFFD as CSS reads it.
+func quoteFont(f string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range f {
+		switch {
+		case r == 0:
+			b.WriteString(`\fffd `)
+		case r == '"' || r == '\\' || r == '<' || r == '>' || r == '&' || (r != ' ' && !unicode.IsGraphic(r)):
+			fmt.Fprintf(&b, "\\%x ", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteString(`", system-ui, sans-serif`)
+	return b.String()
+}
 
 const baseCSS = `*{box-sizing:border-box}
 body{margin:0;background:var(--cohort-background);color:var(--cohort-text);font-family:var(--cohort-body-font);line-height:1.5}
