@@ -1,16 +1,13 @@
 package workflows
 
 import (
-	"context"
 	"time"
 
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/internal/feed"
-	"github.com/cohort-dev/cohort/workflows/summary"
 )
 
 // KindFeedSync is the feed sync workflow's kind.
@@ -126,24 +123,4 @@ func FeedSync(ctx workflow.Context, in FeedSyncInput) (FeedSyncResult, error) {
 			return out, workflow.NewContinueAsNewError(ctx, FeedSync, in)
 		}
 	}
-}
-
-// FeedJobs starts feed sync workflows from the API (client side). It is the feed service's
-// feed.SyncStarter.
-type FeedJobs struct {
-	Client    client.Client
-	TaskQueue string
-	// Names finds the names of the workflows' summaries (summary.Store); nil: ids only.
-	Names Namer
-}
-
-var _ feed.SyncStarter = (*FeedJobs)(nil)
-
-// StartSync starts the feed's sync, or signals the one running (which runs once more after the
-// current run; see FeedSync).
-func (j *FeedJobs) StartSync(ctx context.Context, tenantID, feedID int64) error {
-	id := FeedSyncID(tenantID, feedID)
-	names := lookup(ctx, j.Names, tenantID, summary.Feed, feedID)
-	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalFeedSync, nil, feedSyncMeta(tenantID, feedID, names).startOptions(id, j.TaskQueue, TenantSearchAttributes(tenantID)), FeedSync, FeedSyncInput{TenantID: tenantID, FeedID: feedID})
-	return unavailable("start feed sync", err)
 }

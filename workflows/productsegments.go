@@ -1,16 +1,13 @@
 package workflows
 
 import (
-	"context"
 	"time"
 
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/internal/catalog/prodseg"
-	"github.com/cohort-dev/cohort/workflows/summary"
 )
 
 // KindProductSegmentCompute is the workflow-ID kind of a product segment's compute.
@@ -110,24 +107,4 @@ func ProductSegmentCompute(ctx workflow.Context, in ProductSegmentComputeInput) 
 			return out, workflow.NewContinueAsNewError(ctx, ProductSegmentCompute, in)
 		}
 	}
-}
-
-// ProductSegmentJobs starts product segment workflows from the API (client side).
-type ProductSegmentJobs struct {
-	Client    client.Client
-	TaskQueue string
-	// Names finds the names of the workflows' summaries (summary.Store); nil: ids only.
-	Names Namer
-}
-
-// StartCompute starts the segment's compute, or signals the one running (which joins the request
-// or runs once more), and returns the workflow id: prodseg.ComputeStarter.
-func (j *ProductSegmentJobs) StartCompute(ctx context.Context, tenantID, segmentID int64) (string, error) {
-	id := ProductSegmentComputeID(tenantID, segmentID)
-	names := lookup(ctx, j.Names, tenantID, summary.ProductSegment, segmentID)
-	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalCompute, nil, productSegmentMeta(tenantID, segmentID, names).startOptions(id, j.TaskQueue, TenantSearchAttributes(tenantID)), ProductSegmentCompute, ProductSegmentComputeInput{TenantID: tenantID, SegmentID: segmentID})
-	if err != nil {
-		return id, unavailable("start product segment compute", err)
-	}
-	return id, nil
 }
