@@ -55,33 +55,8 @@ const (
 // with `temporal workflow list --query 'WorkflowType="FeedSync" AND ExecutionStatus="Failed"'`.
 func FeedSync(ctx workflow.Context, in FeedSyncInput) (FeedSyncResult, error) {
 	var out FeedSyncResult
-	reqs := workflow.GetSignalChannel(ctx, SignalFeedSync)
-	for reqs.ReceiveAsync(nil) {
-	}
-	rerun := false
-	// await waits for f and takes the requests that arrive meanwhile, in the workflow's own
-	// coroutine, so none is lost with the final workflow task.
-	await := func(f workflow.Future, valuePtr any) error {
-		for {
-			done := false
-			sel := workflow.NewSelector(ctx)
-			sel.AddFuture(f, func(workflow.Future) { done = true })
-			sel.AddReceive(reqs, func(c workflow.ReceiveChannel, _ bool) {
-				c.Receive(ctx, nil)
-				rerun = true
-			})
-			sel.Select(ctx)
-			if done {
-				return f.Get(ctx, valuePtr)
-			}
-		}
-	}
-	pending := func() bool {
-		for reqs.ReceiveAsync(nil) {
-			rerun = true
-		}
-		return rerun
-	}
+	reqs := newRequests(ctx, on(SignalFeedSync, func() bool { return true }))
+	reqs.drop()
 	syncCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: feedSyncTimeout,
 		HeartbeatTimeout:    feedSyncHeartbeat,
@@ -95,9 +70,9 @@ func FeedSync(ctx workflow.Context, in FeedSyncInput) (FeedSyncResult, error) {
 	})
 	ref := activities.SyncFeedInput{TenantID: in.TenantID, FeedID: in.FeedID}
 	for {
-		rerun = false
+		reqs.rerun = false
 		var res activities.SyncFeedResult
-		err := await(workflow.ExecuteActivity(syncCtx, feedActs.SyncFeed, ref), &res)
+		err := reqs.await(workflow.ExecuteActivity(syncCtx, feedActs.SyncFeed, ref), &res)
 		out.Runs++
 		if failureType(err) == activities.ErrTypeFeedGone {
 			workflow.GetLogger(ctx).Info("feed gone; nothing to sync", "error", err)
@@ -107,13 +82,13 @@ func FeedSync(ctx workflow.Context, in FeedSyncInput) (FeedSyncResult, error) {
 		out.Last, out.Error = res, ""
 		if err != nil {
 			out.Error = failureMessage("feed sync", err)
-			if ferr := await(workflow.ExecuteActivity(shortActivity(ctx), feedActs.FailFeedSync, activities.FailFeedSyncInput{
+			if ferr := reqs.await(workflow.ExecuteActivity(shortActivity(ctx), feedActs.FailFeedSync, activities.FailFeedSyncInput{
 				TenantID: in.TenantID, FeedID: in.FeedID, Reason: out.Error,
 			}), nil); ferr != nil {
 				workflow.GetLogger(ctx).Warn("recording the feed sync failure failed", "error", ferr)
 			}
 		}
-		if !pending() {
+		if !reqs.pending() {
 			if err != nil {
 				return out, temporal.NewNonRetryableApplicationError(out.Error, activities.ErrTypeFeedSyncFailed, nil)
 			}
