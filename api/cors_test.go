@@ -14,6 +14,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/auth"
 	"github.com/cohort-dev/cohort/internal/ingest"
+	"github.com/cohort-dev/cohort/internal/ingest/segmentcompat"
 	"github.com/cohort-dev/cohort/internal/ingest/wire"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 )
@@ -50,7 +51,8 @@ func (f *fixture) ingestServer(t *testing.T, opts ...func(*Deps)) (*httptest.Ser
 	errlog := ingest.NewErrorLog(f.db.Pool, slog.New(slog.DiscardHandler), time.Now)
 	t.Cleanup(func() { _ = errlog.Close(context.Background()) })
 	opts = append([]func(*Deps){func(d *Deps) {
-		d.Ingest = &IngestionDeps{Service: ingest.NewService(pub, errlog, time.Now)}
+		svc := ingest.NewService(pub, errlog, time.Now)
+		d.Ingest = &IngestionDeps{Service: svc, Segment: segmentcompat.NewService(svc, time.Now)}
 	}}, opts...)
 	return serve(t, f.newServer(t, opts...)), pub
 }
@@ -291,44 +293,6 @@ func TestBeaconBatch(t *testing.T) {
 	}
 }
 
-// TestTakeLeadingSessionToken: a leading session_token is read and blanked out so the body is the
-// layout wire.SplitBatch reads in place; other layouts are left to encoding/json.
-func TestTakeLeadingSessionToken(t *testing.T) {
-	tests := []struct {
-		body      string
-		wantTok   string
-		wantFound bool
-		wantSplit int // events SplitBatch finds afterwards; -1: not the fast layout
-	}{
-		{`{"session_token":"t.k-n","events":[{"a":1},{"b":2}]}`, "t.k-n", true, 2},
-		{" {\n\t\"session_token\" :\r \"tok\" , \"events\":[]}", "tok", true, 0},
-		{`{"session_token":"tok"}`, "tok", true, -1},
-		{`{"events":[{"a":1}],"session_token":"tok"}`, "", false, -1},
-		{`{"session_token":"a\"b","events":[]}`, "", false, -1},
-		{`{"session_token":42,"events":[]}`, "", false, -1},
-		{`{"session_token":"tok"`, "", false, -1},
-		{`{"session_token":"tok" "events":[]}`, "", false, -1},
-		{`{"session_token":"tok`, "", false, -1},
-		{`{"session_token"`, "", false, -1},
-		{``, "", false, -1},
-		{`[]`, "", false, -1},
-	}
-	for _, tt := range tests {
-		body := []byte(tt.body)
-		tok, found := takeLeadingSessionToken(body)
-		if tok != tt.wantTok || found != tt.wantFound {
-			t.Errorf("%q: token %q found %v, want %q %v", tt.body, tok, found, tt.wantTok, tt.wantFound)
-		}
-		if !found && string(body) != tt.body {
-			t.Errorf("%q: body changed to %q though no token was taken", tt.body, body)
-		}
-		raws, ok := wire.SplitBatch(body, ingest.MaxBatchEvents)
-		if tt.wantSplit >= 0 && (!ok || len(raws) != tt.wantSplit) {
-			t.Errorf("%q -> %q: SplitBatch %d events ok %v, want %d", tt.body, body, len(raws), ok, tt.wantSplit)
-		}
-	}
-}
-
 // TestCORSAllowedOrigins: a tenant that lists its origins has its pk_/session answers readable
 // only there; preflights stay open to any origin, and other tenants are unaffected.
 func TestCORSAllowedOrigins(t *testing.T) {
@@ -393,9 +357,9 @@ func BenchmarkBeaconBatchDecode(b *testing.B) {
 			b.SetBytes(int64(len(src)))
 			for b.Loop() {
 				copy(buf, src)
-				_, found := takeLeadingSessionToken(buf)
+				_, found := wire.TakeSessionToken(buf)
 				if name == "beacon_last" && !found {
-					if _, found, ok := sessionTokenOf(buf); !ok || !found {
+					if _, found, ok := wire.SessionTokenOf(buf); !ok || !found {
 						b.Fatal("no token")
 					}
 				}

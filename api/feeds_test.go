@@ -21,7 +21,7 @@ type recordingFeedStarter struct {
 	starts [][2]int64
 }
 
-func (r *recordingFeedStarter) StartSync(_ context.Context, tenantID, feedID int64) error {
+func (r *recordingFeedStarter) StartFeedSync(_ context.Context, tenantID, feedID int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.starts = append(r.starts, [2]int64{tenantID, feedID})

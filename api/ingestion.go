@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -19,6 +18,8 @@ import (
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/ingest"
 	"github.com/cohort-dev/cohort/internal/ingest/load"
+	"github.com/cohort-dev/cohort/internal/ingest/segmentcompat"
+	"github.com/cohort-dev/cohort/internal/ingest/wire"
 )
 
 // IngestionDeps are the ingestion endpoints' dependencies.
@@ -29,6 +30,8 @@ type IngestionDeps struct {
 	Health []ReadyCheck
 	// Shopify verifies and maps storefront webhooks.
 	Shopify *ingest.ShopifyReceiver
+	// Segment maps Segment's HTTP tracking API (/v1/...) onto Service; nil: no /v1 routes.
+	Segment *segmentcompat.Service
 }
 
 func (s *Server) ingestionRoutes(a *gin.RouterGroup) {
@@ -111,11 +114,11 @@ func (s *Server) track(c *gin.Context) {
 func (s *Server) trackBatch(c *gin.Context) {
 	var res ingest.BatchResult
 	err := readBody(c, ingest.MaxBatchBytes, func(body []byte) error {
-		token, found := takeLeadingSessionToken(body)
+		token, found := wire.TakeSessionToken(body)
 		if _, ok := credential(c); !ok {
 			if !found {
 				var ok bool
-				if token, found, ok = sessionTokenOf(body); !ok || !found {
+				if token, found, ok = wire.SessionTokenOf(body); !ok || !found {
 					return errNoBeaconCredentials
 				}
 			}
@@ -209,7 +212,7 @@ func (s *Server) shopifyWebhook(c *gin.Context) {
 }
 
 // beaconTokenField is the batch body's field that carries a session token for beacon requests.
-const beaconTokenField = "session_token"
+const beaconTokenField = wire.SessionTokenField
 
 var errNoBeaconCredentials = errs.Coded(errs.ErrUnauthenticated, "unauthenticated",
 	"no credentials: send Authorization: ApiKey <key> or Bearer <token>, or a session token in the body's %s field", beaconTokenField)
@@ -252,72 +255,4 @@ func (s *Server) beaconCredential(c *gin.Context, token string) error {
 	}
 	c.Set(ctxCred, cred)
 	return nil
-}
-
-// takeLeadingSessionToken reads a session_token that is the body's first field, as in
-// {"session_token": "...", "events": [...]} (the layout the client library sends), and blanks it
-// out with spaces in place: what is left is the plain batch body that DecodeBatch's fast path
-// splits without a second decode. found is false for any other layout (the field elsewhere, an
-// escaped or non-string value), which sessionTokenOf then reads.
-func takeLeadingSessionToken(body []byte) (token string, found bool) {
-	const key = `"` + beaconTokenField + `"`
-	i := skipJSONSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
-		return "", false
-	}
-	start := skipJSONSpace(body, i+1)
-	if !bytes.HasPrefix(body[start:], []byte(key)) {
-		return "", false
-	}
-	i = skipJSONSpace(body, start+len(key))
-	if i >= len(body) || body[i] != ':' {
-		return "", false
-	}
-	i = skipJSONSpace(body, i+1)
-	if i >= len(body) || body[i] != '"' {
-		return "", false
-	}
-	end := i + 1
-	for end < len(body) && body[end] != '"' && body[end] != '\\' && body[end] >= 0x20 {
-		end++
-	}
-	if end >= len(body) || body[end] != '"' {
-		return "", false
-	}
-	token = string(body[i+1 : end])
-	stop := skipJSONSpace(body, end+1)
-	switch {
-	case stop >= len(body):
-		return "", false
-	case body[stop] == ',':
-		stop++
-	case body[stop] != '}':
-		return "", false
-	}
-	for j := start; j < stop; j++ {
-		body[j] = ' '
-	}
-	return token, true
-}
-
-// sessionTokenOf reads the body's session_token with encoding/json, wherever it is. ok is false
-// when the body is not a JSON object or the field is not a string.
-func sessionTokenOf(body []byte) (token string, found, ok bool) {
-	var in struct {
-		SessionToken *string `json:"session_token"`
-	}
-	if err := json.Unmarshal(body, &in); err != nil {
-		return "", false, false
-	}
-	if in.SessionToken == nil {
-		return "", false, true
-	}
-	return *in.SessionToken, true, true
-}
-
-func skipJSONSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
 }

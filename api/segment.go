@@ -15,9 +15,9 @@ import (
 )
 
 // segmentAPIRoutes registers Segment's HTTP tracking API at the root (/v1/...), so Segment SDKs
-// send to Cohort by changing their host; the write key is the tenant's sk_ key.
-func (s *Server) segmentAPIRoutes(e *gin.Engine) {
-	svc := segmentcompat.NewService(s.d.Ingest.Service, s.d.Now)
+// send to Cohort by changing their host; the write key is the tenant's sk_ key. svc is built in
+// wiring (IngestionDeps.Segment).
+func (s *Server) segmentAPIRoutes(e *gin.Engine, svc *segmentcompat.Service) {
 	v1 := e.Group("/v1", s.requireSegmentKey)
 	v1.POST("/batch", func(c *gin.Context) { s.segmentBatch(c, svc) })
 	s.setBodyLimit(http.MethodPost, "/v1/batch", ingest.MaxBatchBytes)

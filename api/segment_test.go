@@ -17,6 +17,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/ingest"
+	"github.com/cohort-dev/cohort/internal/ingest/segmentcompat"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 	"github.com/cohort-dev/cohort/internal/warehouse/postgres"
 )
@@ -70,7 +71,9 @@ func newSegmentEnv(t testing.TB) (*fixture, *storingPublisher, *ingest.ErrorLog,
 	errlog := ingest.NewErrorLog(f.db.Pool, slog.New(slog.DiscardHandler), time.Now)
 	t.Cleanup(func() { _ = errlog.Close(context.Background()) })
 	svc := ingest.NewService(pub, errlog, time.Now)
-	s := f.newServer(t, func(d *Deps) { d.Ingest = &IngestionDeps{Service: svc} })
+	s := f.newServer(t, func(d *Deps) {
+		d.Ingest = &IngestionDeps{Service: svc, Segment: segmentcompat.NewService(svc, time.Now)}
+	})
 	return f, pub, errlog, s
 }
 

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -217,23 +216,8 @@ func (s *Server) segmentExportStatus(c *gin.Context) {
 		abort(c, errs.Invalid("export_id", "is required: the export_id the export request returned"))
 		return
 	}
-	ctx := c.Request.Context()
-	e, err := s.d.Segments.Service.GetExport(ctx, mustCredential(c).TenantID, id, exportID)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	now := s.d.Now()
-	if e.Status == "ready" && e.BlobKey != nil && !e.Expired(now) {
-		ttl := min(e.ExpiresAt.Sub(now), segment.ExportTTL)
-		url, err := s.d.Segments.Blob.SignedURL(ctx, *e.BlobKey, ttl)
-		if err != nil {
-			abort(c, err)
-			return
-		}
-		e.DownloadURL = &url
-	}
-	c.JSON(http.StatusOK, e)
+	e, err := s.d.Segments.Service.ExportWithLink(c.Request.Context(), mustCredential(c).TenantID, id, exportID, s.d.Segments.Blob)
+	reply(c, http.StatusOK, e, err)
 }
 
 func (s *Server) downloadSegmentExport(c *gin.Context) {
@@ -241,21 +225,7 @@ func (s *Server) downloadSegmentExport(c *gin.Context) {
 	if !ok {
 		return
 	}
-	ctx := c.Request.Context()
-	e, err := s.d.Segments.Service.GetExport(ctx, mustCredential(c).TenantID, 0, id)
-	if err != nil {
-		abort(c, err)
-		return
-	}
-	switch {
-	case e.Status != "ready" || e.BlobKey == nil:
-		abort(c, errs.Coded(errs.ErrConflict, "export_not_ready", "export %d is %s; download it once its status is ready", e.ID, e.Status))
-		return
-	case e.Expired(s.d.Now()):
-		abort(c, errs.Coded(errs.ErrNotFound, "export_expired", "export %d expired at %s; start a new export", e.ID, e.ExpiresAt.Format(time.RFC3339)))
-		return
-	}
-	rc, err := s.d.Segments.Blob.Open(ctx, *e.BlobKey)
+	e, rc, err := s.d.Segments.Service.OpenExport(c.Request.Context(), mustCredential(c).TenantID, id, s.d.Segments.Blob)
 	if err != nil {
 		abort(c, err)
 		return

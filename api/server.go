@@ -156,7 +156,9 @@ func (s *Server) routes() {
 	a.GET("/blobs/*key", s.downloadBlob)
 	if s.d.Ingest != nil {
 		s.ingestionRoutes(a)
-		s.segmentAPIRoutes(e)
+		if s.d.Ingest.Segment != nil {
+			s.segmentAPIRoutes(e, s.d.Ingest.Segment)
+		}
 	}
 	if s.d.Segments != nil {
 		s.segmentRoutes(a)

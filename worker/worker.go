@@ -11,6 +11,9 @@ import (
 
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/cohort-dev/cohort/workflows"
 )
 
 // Registration adds workflows and activities to a Temporal worker. Each capability contributes one.
@@ -81,4 +84,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	return first
+}
+
+// Workflows registers every workflow of Cohort (workflows.All), each under its name.
+func Workflows(r sdkworker.Registry) {
+	for _, d := range workflows.All() {
+		r.RegisterWorkflowWithOptions(d.Func, workflow.RegisterOptions{Name: d.Name})
+	}
 }

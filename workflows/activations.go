@@ -1,17 +1,14 @@
 package workflows
 
 import (
-	"context"
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/internal/connector"
-	"github.com/cohort-dev/cohort/workflows/summary"
 )
 
 // KindActivationSync is the workflow-ID kind of a connector sync:
@@ -106,26 +103,4 @@ func ActivationSync(ctx workflow.Context, in ActivationSyncInput) (ActivationSyn
 		workflow.GetLogger(ctx).Warn("recording the sync failure failed", "error", ferr)
 	}
 	return out, err
-}
-
-// SyncJobs starts on-demand syncs (the API's side of activations): connector.SyncStarter.
-type SyncJobs struct {
-	Client    client.Client
-	TaskQueue string
-	// Names finds the names of the workflows' summaries (summary.Store); nil: ids only.
-	Names Namer
-}
-
-// SyncWorkflowID names the workflow of a manual sync run (ManualSyncID).
-func (j *SyncJobs) SyncWorkflowID(tenantID, connectorID, syncRunID int64) string {
-	return ManualSyncID(tenantID, connectorID, syncRunID)
-}
-
-// StartSync starts the workflow of a queued manual sync run.
-func (j *SyncJobs) StartSync(ctx context.Context, tenantID, segmentID, connectorID, syncRunID int64) error {
-	names := lookup(ctx, j.Names, tenantID, summary.Connector, connectorID)
-	_, err := j.Client.ExecuteWorkflow(ctx, manualSyncMeta(tenantID, segmentID, connectorID, syncRunID, names).startOptions(ManualSyncID(tenantID, connectorID, syncRunID), j.TaskQueue, ConnectorSearchAttributes(tenantID, segmentID, connectorID)), ActivationSyncWorkflow, ActivationSyncInput{
-		TenantID: tenantID, SegmentID: segmentID, ConnectorID: connectorID, SyncRunID: syncRunID, Trigger: TriggerManual,
-	})
-	return unavailable(fmt.Sprintf("start sync of connector %d", connectorID), err)
 }

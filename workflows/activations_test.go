@@ -427,7 +427,7 @@ func (r *startRecorder) ExecuteWorkflow(_ context.Context, o client.StartWorkflo
 // attributes and an input of ids and the manual trigger.
 func TestSyncJobsStartsTheManualSync(t *testing.T) {
 	rec := &startRecorder{}
-	jobs := &SyncJobs{Client: rec, TaskQueue: "cohort"}
+	jobs := &Starter{Client: rec, TaskQueue: "cohort"}
 	if err := jobs.StartSync(context.Background(), 7, 42, 3, 12); err != nil {
 		t.Fatal(err)
 	}

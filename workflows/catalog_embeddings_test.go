@@ -205,7 +205,7 @@ func (r *signalRecorder) SignalWithStartWorkflow(_ context.Context, id, signal s
 
 func TestProductEmbeddingJobs(t *testing.T) {
 	rec := &signalRecorder{}
-	jobs := &ProductEmbeddingJobs{Client: rec, TaskQueue: "cohort"}
+	jobs := &Starter{Client: rec, TaskQueue: "cohort"}
 	if err := jobs.ScheduleEmbeddings(context.Background(), 7); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestProductEmbeddingsEndToEnd(t *testing.T) {
 	db := testenv.OpenDB(t)
 	tc := testenv.Temporal(t)
 	queue := testenv.TaskQueue(t)
-	jobs := &ProductEmbeddingJobs{Client: tc, TaskQueue: queue}
+	jobs := &Starter{Client: tc, TaskQueue: queue}
 	svc := catalog.NewService(db.Pool, time.Now, catalog.WithEmbeddingScheduler(jobs, func(_ int64, err error) { t.Errorf("kick: %v", err) }))
 	local, err := ai.NewLocal(ai.Config{})
 	if err != nil {

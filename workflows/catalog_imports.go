@@ -1,15 +1,12 @@
 package workflows
 
 import (
-	"context"
 	"time"
 
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/cohort-dev/cohort/activities"
-	"github.com/cohort-dev/cohort/workflows/summary"
 )
 
 // KindCatalogImport is the CSV import workflow's kind.
@@ -61,27 +58,4 @@ func CatalogImport(ctx workflow.Context, in CatalogImportInput) (activities.RunI
 		return res, ferr
 	}
 	return res, temporal.NewNonRetryableApplicationError(reason, activities.ErrTypeImportFailed, nil)
-}
-
-// CatalogImportJobs starts import workflows from the API (client side).
-type CatalogImportJobs struct {
-	Client    client.Client
-	TaskQueue string
-	// Names finds the names of the workflows' summaries (summary.Store); nil: ids only.
-	Names Namer
-}
-
-// StartImport starts the job's import, or finds the one already running; it returns the id. A
-// closed run of the same id (job ids start again when the database is restored or recreated
-// while Temporal keeps its history) does not stop a new import: with the default
-// WorkflowExecutionErrorWhenAlreadyStarted the SDK would hand back the old run and the job would
-// stay importing. Re-running a finished import is harmless: it upserts by SKU.
-func (j *CatalogImportJobs) StartImport(ctx context.Context, tenantID, jobID int64) (string, error) {
-	id := CatalogImportID(tenantID, jobID)
-	names := lookup(ctx, j.Names, tenantID, summary.ImportJob, jobID)
-	_, err := j.Client.ExecuteWorkflow(ctx, catalogImportMeta(tenantID, jobID, names).startOptions(id, j.TaskQueue, TenantSearchAttributes(tenantID)), CatalogImport, CatalogImportInput{TenantID: tenantID, JobID: jobID})
-	if err != nil {
-		return id, unavailable("start catalog import", err)
-	}
-	return id, nil
 }

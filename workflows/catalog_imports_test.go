@@ -206,7 +206,7 @@ func TestCatalogImportFailsEndToEnd(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			queue := testenv.TaskQueue(t)
 			cat := catalog.NewService(db.Pool, time.Now)
-			svc := imports.NewService(db.Pool, cat, store, &CatalogImportJobs{Client: tc, TaskQueue: queue}, time.Now)
+			svc := imports.NewService(db.Pool, cat, store, &Starter{Client: tc, TaskQueue: queue}, time.Now)
 			e := &importEnv{ctx: context.Background(), db: db, store: store, cat: cat, svc: svc}
 			tenant := testenv.Tenant(t, db, "import-fail-"+strconv.Itoa(len(tt.name))+"-"+strconv.FormatInt(time.Now().UnixNano()%1e6, 10))
 			job, err := svc.Upload(e.ctx, tenant, "products.csv", bytes.NewReader(tt.file))

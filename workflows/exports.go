@@ -1,16 +1,12 @@
 package workflows
 
 import (
-	"context"
 	"time"
 
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/cohort-dev/cohort/activities"
-	"github.com/cohort-dev/cohort/internal/pageexport"
-	"github.com/cohort-dev/cohort/workflows/summary"
 )
 
 // KindPageExport is the page export workflow.
@@ -54,27 +50,4 @@ func PageExport(ctx workflow.Context, in PageExportInput) (activities.BuildPageE
 		workflow.GetLogger(ctx).Warn("recording the export failure failed", "error", ferr)
 	}
 	return res, temporal.NewNonRetryableApplicationError(msg, failureType(err), nil)
-}
-
-// PageExportJobs starts page export workflows from the API (client side); it is the export
-// service's pageexport.Starter.
-type PageExportJobs struct {
-	Client    client.Client
-	TaskQueue string
-	// Names finds the names of the workflows' summaries (summary.Store); nil: ids only.
-	Names Namer
-}
-
-var _ pageexport.Starter = (*PageExportJobs)(nil)
-
-// StartExport starts the build of a recorded export. A run of the same id that is still open is
-// joined; a closed one (the export ids of a database restored from a backup, or recreated, start
-// again while Temporal keeps its history) does not stop a new build: with the default
-// WorkflowExecutionErrorWhenAlreadyStarted the SDK would otherwise hand back the old, closed run
-// and the export would stay queued.
-func (j *PageExportJobs) StartExport(ctx context.Context, tenantID, exportID int64) error {
-	id := PageExportID(tenantID, exportID)
-	names := lookup(ctx, j.Names, tenantID, summary.PageExport, exportID)
-	_, err := j.Client.ExecuteWorkflow(ctx, pageExportMeta(tenantID, exportID, names).startOptions(id, j.TaskQueue, TenantSearchAttributes(tenantID)), PageExport, PageExportInput{TenantID: tenantID, ExportID: exportID})
-	return unavailable("start page export", err)
 }

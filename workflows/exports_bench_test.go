@@ -77,7 +77,7 @@ func BenchmarkPageExport30Blocks(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	jobs := &PageExportJobs{Client: tc, TaskQueue: queue}
+	jobs := &Starter{Client: tc, TaskQueue: queue}
 	svc := pageexport.NewService(pageexport.Deps{Pool: db.Pool, Pages: pages, Keys: pageexport.NewKeys(db.Pool, nil), Blob: store, Starter: jobs})
 	w := worker.New(tc, queue, worker.Options{})
 	w.RegisterWorkflow(PageExport)

@@ -61,7 +61,7 @@ func TestPageExportOnTheServer(t *testing.T) {
 	fake.register(r.w)
 	r.start(t)
 	tc, queue, ctx := r.tc, r.queue, r.ctx
-	jobs := &PageExportJobs{Client: tc, TaskQueue: queue}
+	jobs := &Starter{Client: tc, TaskQueue: queue}
 
 	for _, id := range []int64{1, 2, 3} {
 		if err := jobs.StartExport(ctx, serverTenant, id); err != nil {

@@ -1,16 +1,13 @@
 package workflows
 
 import (
-	"context"
 	"time"
 
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/internal/feed"
-	"github.com/cohort-dev/cohort/workflows/summary"
 )
 
 // KindFeedSync is the feed sync workflow's kind.
@@ -58,33 +55,8 @@ const (
 // with `temporal workflow list --query 'WorkflowType="FeedSync" AND ExecutionStatus="Failed"'`.
 func FeedSync(ctx workflow.Context, in FeedSyncInput) (FeedSyncResult, error) {
 	var out FeedSyncResult
-	reqs := workflow.GetSignalChannel(ctx, SignalFeedSync)
-	for reqs.ReceiveAsync(nil) {
-	}
-	rerun := false
-	// await waits for f and takes the requests that arrive meanwhile, in the workflow's own
-	// coroutine, so none is lost with the final workflow task.
-	await := func(f workflow.Future, valuePtr any) error {
-		for {
-			done := false
-			sel := workflow.NewSelector(ctx)
-			sel.AddFuture(f, func(workflow.Future) { done = true })
-			sel.AddReceive(reqs, func(c workflow.ReceiveChannel, _ bool) {
-				c.Receive(ctx, nil)
-				rerun = true
-			})
-			sel.Select(ctx)
-			if done {
-				return f.Get(ctx, valuePtr)
-			}
-		}
-	}
-	pending := func() bool {
-		for reqs.ReceiveAsync(nil) {
-			rerun = true
-		}
-		return rerun
-	}
+	reqs := newRequests(ctx, on(SignalFeedSync, func() bool { return true }))
+	reqs.drop()
 	syncCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: feedSyncTimeout,
 		HeartbeatTimeout:    feedSyncHeartbeat,
@@ -98,9 +70,9 @@ func FeedSync(ctx workflow.Context, in FeedSyncInput) (FeedSyncResult, error) {
 	})
 	ref := activities.SyncFeedInput{TenantID: in.TenantID, FeedID: in.FeedID}
 	for {
-		rerun = false
+		reqs.rerun = false
 		var res activities.SyncFeedResult
-		err := await(workflow.ExecuteActivity(syncCtx, feedActs.SyncFeed, ref), &res)
+		err := reqs.await(workflow.ExecuteActivity(syncCtx, feedActs.SyncFeed, ref), &res)
 		out.Runs++
 		if failureType(err) == activities.ErrTypeFeedGone {
 			workflow.GetLogger(ctx).Info("feed gone; nothing to sync", "error", err)
@@ -110,13 +82,13 @@ func FeedSync(ctx workflow.Context, in FeedSyncInput) (FeedSyncResult, error) {
 		out.Last, out.Error = res, ""
 		if err != nil {
 			out.Error = failureMessage("feed sync", err)
-			if ferr := await(workflow.ExecuteActivity(shortActivity(ctx), feedActs.FailFeedSync, activities.FailFeedSyncInput{
+			if ferr := reqs.await(workflow.ExecuteActivity(shortActivity(ctx), feedActs.FailFeedSync, activities.FailFeedSyncInput{
 				TenantID: in.TenantID, FeedID: in.FeedID, Reason: out.Error,
 			}), nil); ferr != nil {
 				workflow.GetLogger(ctx).Warn("recording the feed sync failure failed", "error", ferr)
 			}
 		}
-		if !pending() {
+		if !reqs.pending() {
 			if err != nil {
 				return out, temporal.NewNonRetryableApplicationError(out.Error, activities.ErrTypeFeedSyncFailed, nil)
 			}
@@ -126,24 +98,4 @@ func FeedSync(ctx workflow.Context, in FeedSyncInput) (FeedSyncResult, error) {
 			return out, workflow.NewContinueAsNewError(ctx, FeedSync, in)
 		}
 	}
-}
-
-// FeedJobs starts feed sync workflows from the API (client side). It is the feed service's
-// feed.SyncStarter.
-type FeedJobs struct {
-	Client    client.Client
-	TaskQueue string
-	// Names finds the names of the workflows' summaries (summary.Store); nil: ids only.
-	Names Namer
-}
-
-var _ feed.SyncStarter = (*FeedJobs)(nil)
-
-// StartSync starts the feed's sync, or signals the one running (which runs once more after the
-// current run; see FeedSync).
-func (j *FeedJobs) StartSync(ctx context.Context, tenantID, feedID int64) error {
-	id := FeedSyncID(tenantID, feedID)
-	names := lookup(ctx, j.Names, tenantID, summary.Feed, feedID)
-	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalFeedSync, nil, feedSyncMeta(tenantID, feedID, names).startOptions(id, j.TaskQueue, TenantSearchAttributes(tenantID)), FeedSync, FeedSyncInput{TenantID: tenantID, FeedID: feedID})
-	return unavailable("start feed sync", err)
 }

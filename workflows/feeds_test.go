@@ -84,10 +84,10 @@ func TestFeedSyncOnTheServer(t *testing.T) {
 	fake.register(r.w)
 	r.start(t)
 	tc, queue, ctx := r.tc, r.queue, r.ctx
-	jobs := &FeedJobs{Client: tc, TaskQueue: queue}
+	jobs := &Starter{Client: tc, TaskQueue: queue}
 	tenant := time.Now().UnixNano() // unique on the shared server
 
-	if err := jobs.StartSync(ctx, tenant, 1); err != nil {
+	if err := jobs.StartFeedSync(ctx, tenant, 1); err != nil {
 		t.Fatal(err)
 	}
 	id := FeedSyncID(tenant, 1)
@@ -102,7 +102,7 @@ func TestFeedSyncOnTheServer(t *testing.T) {
 		return fake.syncs[1] == 1
 	})
 	for range 2 {
-		if err := jobs.StartSync(ctx, tenant, 1); err != nil {
+		if err := jobs.StartFeedSync(ctx, tenant, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -127,7 +127,7 @@ func TestFeedSyncOnTheServer(t *testing.T) {
 	fake.mu.Unlock()
 
 	// A deleted feed: the workflow ends without recording a failure.
-	if err := jobs.StartSync(ctx, tenant, 2); err != nil {
+	if err := jobs.StartFeedSync(ctx, tenant, 2); err != nil {
 		t.Fatal(err)
 	}
 	var gone FeedSyncResult
@@ -155,7 +155,7 @@ func TestFeedSyncFailureFailsTheWorkflow(t *testing.T) {
 	r.start(t)
 	tc, queue, ctx := r.tc, r.queue, r.ctx
 	tenant := time.Now().UnixNano()
-	if err := (&FeedJobs{Client: tc, TaskQueue: queue}).StartSync(ctx, tenant, 1); err != nil {
+	if err := (&Starter{Client: tc, TaskQueue: queue}).StartFeedSync(ctx, tenant, 1); err != nil {
 		t.Fatal(err)
 	}
 	var res FeedSyncResult

@@ -102,36 +102,12 @@ func pageActivityOptions(ctx workflow.Context) (short, searchCtx, llm workflow.C
 // pageGenerateMaxRuns runs).
 func PageGenerate(ctx workflow.Context, in PageGenerateInput) (PageGenerateResult, error) {
 	var out PageGenerateResult
-	genCh := workflow.GetSignalChannel(ctx, SignalGenerate)
-	begun, rerun := false, false
-	onGenerate := func(c workflow.ReceiveChannel, _ bool) {
-		c.Receive(ctx, nil)
-		rerun = rerun || begun
-	}
-	// await waits for f and takes the requests that arrive meanwhile, in the workflow's own
-	// coroutine (as SegmentCompute does, so none is lost with the final workflow task).
-	await := func(f workflow.Future, valuePtr any) error {
-		for {
-			done := false
-			sel := workflow.NewSelector(ctx)
-			sel.AddFuture(f, func(workflow.Future) { done = true })
-			sel.AddReceive(genCh, onGenerate)
-			sel.Select(ctx)
-			if done {
-				return f.Get(ctx, valuePtr)
-			}
-		}
-	}
-	pending := func() bool {
-		for genCh.ReceiveAsync(nil) {
-			rerun = true
-		}
-		return rerun
-	}
+	begun := false
+	reqs := newRequests(ctx, on(SignalGenerate, func() bool { return begun }))
 	short, searchCtx, llm := pageActivityOptions(ctx)
 	for {
-		begun, rerun = false, false
-		err := generatePage(ctx, in, out.Runs > 0, await, &begun, short, searchCtx, llm)
+		begun, reqs.rerun = false, false
+		err := generatePage(ctx, in, out.Runs > 0, reqs.await, &begun, short, searchCtx, llm)
 		begun = true
 		out.Runs++
 		if isPageGone(err) {
@@ -147,7 +123,7 @@ func PageGenerate(ctx workflow.Context, in PageGenerateInput) (PageGenerateResul
 				workflow.GetLogger(ctx).Warn("recording the page generation failure failed", "error", ferr)
 			}
 		}
-		if !pending() {
+		if !reqs.pending() {
 			if err != nil {
 				return out, temporal.NewNonRetryableApplicationError(out.Error, failureType(err), nil)
 			}

@@ -144,7 +144,7 @@ func TestPageWorkflowsOnTheServer(t *testing.T) {
 	fake.register(r.w)
 	r.start(t)
 	tc, queue, ctx := r.tc, r.queue, r.ctx
-	jobs := &PageJobs{Client: tc, TaskQueue: queue}
+	jobs := &Starter{Client: tc, TaskQueue: queue}
 	jobID := time.Now().UnixNano() // unique on the shared server
 
 	if err := jobs.StartGeneration(ctx, serverTenant, 1); err != nil {

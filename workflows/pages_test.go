@@ -501,7 +501,7 @@ type pagesStack struct {
 	catalog *catalog.Service
 	search  *search.Service
 	pages   *page.Service
-	jobs    *PageJobs
+	jobs    *Starter
 	ai      ai.Provider
 }
 
@@ -525,7 +525,7 @@ func newPagesStack(t testing.TB) *pagesStack {
 			t.Errorf("index listener: %v", err)
 		}
 	})
-	s := &pagesStack{db: db, tc: tc, ai: local, jobs: &PageJobs{Client: tc, TaskQueue: queue}}
+	s := &pagesStack{db: db, tc: tc, ai: local, jobs: &Starter{Client: tc, TaskQueue: queue}}
 	s.catalog = catalog.NewService(db.Pool, time.Now)
 	s.search = search.NewService(db.Pool, local, index, time.Now, logger, search.Config{})
 	s.pages = page.NewService(db.Pool, s.jobs, time.Now, logger, page.Options{})

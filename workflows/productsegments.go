@@ -1,16 +1,13 @@
 package workflows
 
 import (
-	"context"
 	"time"
 
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/internal/catalog/prodseg"
-	"github.com/cohort-dev/cohort/workflows/summary"
 )
 
 // KindProductSegmentCompute is the workflow-ID kind of a product segment's compute.
@@ -45,33 +42,8 @@ var prodSeg *activities.ProductSegments
 // request. A failed run records status error and last_error; pending requests still run.
 func ProductSegmentCompute(ctx workflow.Context, in ProductSegmentComputeInput) (ProductSegmentComputeResult, error) {
 	var out ProductSegmentComputeResult
-	computeCh := workflow.GetSignalChannel(ctx, SignalCompute)
-	begun, rerun := false, false
-	onCompute := func(c workflow.ReceiveChannel, _ bool) {
-		c.Receive(ctx, nil)
-		rerun = rerun || begun
-	}
-	// await waits for f and takes the requests that arrive meanwhile, in the workflow's own
-	// coroutine (as SegmentCompute does, so none is lost with the final workflow task).
-	await := func(f workflow.Future, valuePtr any) error {
-		for {
-			done := false
-			sel := workflow.NewSelector(ctx)
-			sel.AddFuture(f, func(workflow.Future) { done = true })
-			sel.AddReceive(computeCh, onCompute)
-			sel.Select(ctx)
-			if done {
-				return f.Get(ctx, valuePtr)
-			}
-		}
-	}
-	// pending takes the requests not taken yet; each asks for one more run.
-	pending := func() bool {
-		for computeCh.ReceiveAsync(nil) {
-			rerun = true
-		}
-		return rerun
-	}
+	begun := false
+	reqs := newRequests(ctx, on(SignalCompute, func() bool { return begun }))
 	short := shortActivity(ctx)
 	long := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Minute,
@@ -79,14 +51,14 @@ func ProductSegmentCompute(ctx workflow.Context, in ProductSegmentComputeInput) 
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
 	})
 	for {
-		begun, rerun = false, false
-		err := await(workflow.ExecuteActivity(short, prodSeg.BeginProductSegmentCompute, activities.BeginProductSegmentComputeInput{
+		begun, reqs.rerun = false, false
+		err := reqs.await(workflow.ExecuteActivity(short, prodSeg.BeginProductSegmentCompute, activities.BeginProductSegmentComputeInput{
 			TenantID: in.TenantID, SegmentID: in.SegmentID,
 		}), nil)
 		if err == nil {
 			begun = true
 			var res prodseg.ComputeResult
-			if err = await(workflow.ExecuteActivity(long, prodSeg.ComputeProductSegment, activities.ComputeProductSegmentInput{
+			if err = reqs.await(workflow.ExecuteActivity(long, prodSeg.ComputeProductSegment, activities.ComputeProductSegmentInput{
 				TenantID: in.TenantID, SegmentID: in.SegmentID,
 			}), &res); err == nil {
 				out.Runs++
@@ -101,7 +73,7 @@ func ProductSegmentCompute(ctx workflow.Context, in ProductSegmentComputeInput) 
 				workflow.GetLogger(ctx).Warn("recording the product segment compute failure failed", "error", ferr)
 			}
 		}
-		if !pending() {
+		if !reqs.pending() {
 			return out, err
 		}
 		// Runs requested without a pause would grow the history without bound: a fresh
@@ -110,24 +82,4 @@ func ProductSegmentCompute(ctx workflow.Context, in ProductSegmentComputeInput) 
 			return out, workflow.NewContinueAsNewError(ctx, ProductSegmentCompute, in)
 		}
 	}
-}
-
-// ProductSegmentJobs starts product segment workflows from the API (client side).
-type ProductSegmentJobs struct {
-	Client    client.Client
-	TaskQueue string
-	// Names finds the names of the workflows' summaries (summary.Store); nil: ids only.
-	Names Namer
-}
-
-// StartCompute starts the segment's compute, or signals the one running (which joins the request
-// or runs once more), and returns the workflow id: prodseg.ComputeStarter.
-func (j *ProductSegmentJobs) StartCompute(ctx context.Context, tenantID, segmentID int64) (string, error) {
-	id := ProductSegmentComputeID(tenantID, segmentID)
-	names := lookup(ctx, j.Names, tenantID, summary.ProductSegment, segmentID)
-	_, err := j.Client.SignalWithStartWorkflow(ctx, id, SignalCompute, nil, productSegmentMeta(tenantID, segmentID, names).startOptions(id, j.TaskQueue, TenantSearchAttributes(tenantID)), ProductSegmentCompute, ProductSegmentComputeInput{TenantID: tenantID, SegmentID: segmentID})
-	if err != nil {
-		return id, unavailable("start product segment compute", err)
-	}
-	return id, nil
 }

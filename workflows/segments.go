@@ -103,63 +103,30 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 		phaseComputing        // the query and the load run
 		phaseLoaded           // membership is loaded
 	)
-	phase, rerun := phaseStarting, false
-	computeCh := workflow.GetSignalChannel(ctx, SignalCompute)
-	recomputeCh := workflow.GetSignalChannel(ctx, SignalRecompute)
-	onCompute := func(c workflow.ReceiveChannel, _ bool) {
-		c.Receive(ctx, nil)
-		rerun = rerun || phase == phaseLoaded
-	}
-	onRecompute := func(c workflow.ReceiveChannel, _ bool) {
-		c.Receive(ctx, nil)
-		rerun = rerun || phase != phaseStarting
-	}
-	// The requests are taken here, in the workflow's own coroutine. (A separate coroutine blocked
-	// in Select takes a signal delivered with the final workflow task before ReceiveAsync can see
-	// it, and the workflow then ended without the request.)
-	//
-	// await waits for f and takes the requests that arrive meanwhile: one delivered before f
-	// completes counts in the current phase, one delivered with or after it in the next one.
-	await := func(f workflow.Future, valuePtr any) error {
-		for {
-			done := false
-			sel := workflow.NewSelector(ctx)
-			sel.AddFuture(f, func(workflow.Future) { done = true })
-			sel.AddReceive(computeCh, onCompute)
-			sel.AddReceive(recomputeCh, onRecompute)
-			sel.Select(ctx)
-			if done {
-				return f.Get(ctx, valuePtr)
-			}
-		}
-	}
+	phase := phaseStarting
+	// A compute request asks for one more run once membership is loaded; a recompute (the
+	// definition changed) once the run has read the definition. A request delivered before an
+	// awaited activity completes counts in the current phase, one delivered with or after it in
+	// the next one.
+	reqs := newRequests(ctx,
+		on(SignalCompute, func() bool { return phase == phaseLoaded }),
+		on(SignalRecompute, func() bool { return phase != phaseStarting }))
 	short := shortActivity(ctx)
 	long := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Hour,
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
 	})
-	// pending takes the requests not taken yet (membership is loaded or the run failed, so each
-	// asks for one more run): a request must never be dropped by the workflow ending.
-	pending := func() bool {
-		for computeCh.ReceiveAsync(nil) {
-			rerun = true
-		}
-		for recomputeCh.ReceiveAsync(nil) {
-			rerun = true
-		}
-		return rerun
-	}
 	workflowID := workflow.GetInfo(ctx).WorkflowExecution.ID
 	for {
-		phase, rerun = phaseStarting, false
+		phase, reqs.rerun = phaseStarting, false
 		var begun activities.BeginComputeResult
-		err := await(workflow.ExecuteActivity(short, seg.BeginCompute, activities.BeginComputeInput{
+		err := reqs.await(workflow.ExecuteActivity(short, seg.BeginCompute, activities.BeginComputeInput{
 			TenantID: in.TenantID, SegmentID: in.SegmentID, WorkflowID: workflowID,
 		}), &begun)
 		if err == nil {
 			phase = phaseComputing
-			err = await(workflow.ExecuteActivity(long, seg.Materialize, activities.MaterializeInput{TenantID: in.TenantID, RunID: begun.RunID}), &out.Last)
+			err = reqs.await(workflow.ExecuteActivity(long, seg.Materialize, activities.MaterializeInput{TenantID: in.TenantID, RunID: begun.RunID}), &out.Last)
 		}
 		phase = phaseLoaded
 		if err != nil && version >= segmentComputeContinues && begun.RunID == 0 && isSegmentGone(err) {
@@ -173,7 +140,7 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 			}).Get(ctx, nil); ferr != nil {
 				workflow.GetLogger(ctx).Warn("recording the compute failure failed", "error", ferr)
 			}
-			if !pending() {
+			if !reqs.pending() {
 				return out, err
 			}
 			if continueAsNew(ctx, version, out.Runs+1) {
@@ -184,11 +151,11 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 		out.Runs++
 		// The definition changed after BeginCompute read it (a PATCH racing the start): the
 		// membership is of an older version, so run again whatever the signals said.
-		rerun = rerun || out.Last.LatestVersion > out.Last.Version
+		reqs.rerun = reqs.rerun || out.Last.LatestVersion > out.Last.Version
 		if err := fanOut(ctx, short, in, out.Last.RunID); err != nil {
 			workflow.GetLogger(ctx).Warn("activation fan-out failed", "error", err)
 		}
-		if !pending() {
+		if !reqs.pending() {
 			return out, nil
 		}
 		if continueAsNew(ctx, version, out.Runs) {

@@ -121,7 +121,7 @@ func TestActivationSyncOnTheServer(t *testing.T) {
 		return nil
 	})
 	r.start(t)
-	jobs := &SyncJobs{Client: r.tc, TaskQueue: r.queue, Names: fakeNamer{
+	jobs := &Starter{Client: r.tc, TaskQueue: r.queue, Names: fakeNamer{
 		summary.Connector: {Tenant: "acme", Name: "VIP list", Of: "High value", Detail: "klaviyo"},
 	}}
 	if err := jobs.StartSync(r.ctx, r.tenant, 5, 7, 44); err != nil {
@@ -161,7 +161,7 @@ func TestCatalogImportOnTheServer(t *testing.T) {
 		return nil
 	})
 	r.start(t)
-	jobs := &CatalogImportJobs{Client: r.tc, TaskQueue: r.queue, Names: fakeNamer{summary.ImportJob: {Tenant: "acme", Name: "products.csv"}}}
+	jobs := &Starter{Client: r.tc, TaskQueue: r.queue, Names: fakeNamer{summary.ImportJob: {Tenant: "acme", Name: "products.csv"}}}
 	id, err := jobs.StartImport(r.ctx, r.tenant, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestCatalogImportOnTheServer(t *testing.T) {
 
 func TestProductEmbeddingsOnTheServer(t *testing.T) {
 	r := newServerRun(t, ProductEmbeddings)
-	jobs := &ProductEmbeddingJobs{Client: r.tc, TaskQueue: r.queue, Names: fakeNamer{summary.Tenant: {Tenant: "acme"}}}
+	jobs := &Starter{Client: r.tc, TaskQueue: r.queue, Names: fakeNamer{summary.Tenant: {Tenant: "acme"}}}
 	var mu sync.Mutex
 	drains := 0
 	signalled := make(chan error, 1)
@@ -224,7 +224,7 @@ func TestProductEmbeddingsOnTheServer(t *testing.T) {
 
 func TestProductSegmentComputeOnTheServer(t *testing.T) {
 	r := newServerRun(t, ProductSegmentCompute)
-	jobs := &ProductSegmentJobs{Client: r.tc, TaskQueue: r.queue, Names: fakeNamer{summary.ProductSegment: {Tenant: "acme", Name: "Summer dresses"}}}
+	jobs := &Starter{Client: r.tc, TaskQueue: r.queue, Names: fakeNamer{summary.ProductSegment: {Tenant: "acme", Name: "Summer dresses"}}}
 	var mu sync.Mutex
 	computes := 0
 	var failures []string
@@ -283,7 +283,7 @@ func TestSegmentExportOnTheServer(t *testing.T) {
 		return nil
 	})
 	r.start(t)
-	jobs := &SegmentJobs{Client: r.tc, TaskQueue: r.queue, Names: fakeNamer{summary.SegmentExport: {Tenant: "acme", Name: "High value", Detail: "csv"}}}
+	jobs := &Starter{Client: r.tc, TaskQueue: r.queue, Names: fakeNamer{summary.SegmentExport: {Tenant: "acme", Name: "High value", Detail: "csv"}}}
 	if err := jobs.Export(r.ctx, r.tenant, 5, 12); err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestSegmentDraftOnTheServer(t *testing.T) {
 		return segment.Segment{ID: in.SegmentID, TenantID: in.TenantID, Name: "Churn risk", Definition: in.Definition, Version: 2}, nil
 	})
 	r.start(t)
-	jobs := &SegmentJobs{Client: r.tc, TaskQueue: r.queue, Names: fakeNamer{summary.Segment: {Tenant: "acme", Name: "Churn risk"}}}
+	jobs := &Starter{Client: r.tc, TaskQueue: r.queue, Names: fakeNamer{summary.Segment: {Tenant: "acme", Name: "Churn risk"}}}
 	got, err := jobs.Draft(r.ctx, r.tenant, 6)
 	if err != nil {
 		t.Fatal(err)

@@ -93,7 +93,7 @@ func TestSummaryStoreNames(t *testing.T) {
 	}
 }
 
-// TestSegmentComputeAndSyncSummaries: a segment compute started through SegmentJobs carries the
+// TestSegmentComputeAndSyncSummaries: a segment compute started through Starter carries the
 // tenant's slug and the segment's name in its summary, and so do the sync children it starts and
 // a manual sync (names from Postgres); every other starter's workflow is summarized by name too.
 func TestSegmentComputeAndSyncSummaries(t *testing.T) {
@@ -119,7 +119,7 @@ func TestSegmentComputeAndSyncSummaries(t *testing.T) {
 	})
 	r.start(t)
 
-	seg := &SegmentJobs{Client: r.tc, TaskQueue: r.queue, Names: names}
+	seg := &Starter{Client: r.tc, TaskQueue: r.queue, Names: names}
 	id, err := seg.Compute(r.ctx, f.tenant, f.segment)
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +137,7 @@ func TestSegmentComputeAndSyncSummaries(t *testing.T) {
 	r.wantSummary(t, child, fmt.Sprintf(`%s · sync connector "VIP list" (klaviyo) of segment "High value" after run %d`, f.slug, runID),
 		fmt.Sprintf(`connector: "VIP list" (id %d)`, f.connector), "trigger: recompute, segment run 42")
 
-	sync := &SyncJobs{Client: r.tc, TaskQueue: r.queue, Names: names}
+	sync := &Starter{Client: r.tc, TaskQueue: r.queue, Names: names}
 	if err := sync.StartSync(r.ctx, f.tenant, f.segment, f.connector, 77); err != nil {
 		t.Fatal(err)
 	}
@@ -157,28 +157,28 @@ func TestSegmentComputeAndSyncSummaries(t *testing.T) {
 		want  string
 	}{
 		{"segment export", func() (string, error) {
-			return SegmentExportID(f.tenant, f.segExport), (&SegmentJobs{Client: r.tc, TaskQueue: idle, Names: names}).Export(r.ctx, f.tenant, f.segment, f.segExport)
+			return SegmentExportID(f.tenant, f.segExport), (&Starter{Client: r.tc, TaskQueue: idle, Names: names}).Export(r.ctx, f.tenant, f.segment, f.segExport)
 		}, fmt.Sprintf(`%s · export segment "High value" as csv (export %d)`, f.slug, f.segExport)},
 		{"catalog import", func() (string, error) {
-			return (&CatalogImportJobs{Client: r.tc, TaskQueue: idle, Names: names}).StartImport(r.ctx, f.tenant, f.job)
+			return (&Starter{Client: r.tc, TaskQueue: idle, Names: names}).StartImport(r.ctx, f.tenant, f.job)
 		}, fmt.Sprintf(`%s · import "products.csv" (job %d)`, f.slug, f.job)},
 		{"product embeddings", func() (string, error) {
-			return ProductEmbeddingsID(f.tenant), (&ProductEmbeddingJobs{Client: r.tc, TaskQueue: idle, Names: names}).ScheduleEmbeddings(r.ctx, f.tenant)
+			return ProductEmbeddingsID(f.tenant), (&Starter{Client: r.tc, TaskQueue: idle, Names: names}).ScheduleEmbeddings(r.ctx, f.tenant)
 		}, f.slug + " · embed the queued products"},
 		{"product segment compute", func() (string, error) {
-			return (&ProductSegmentJobs{Client: r.tc, TaskQueue: idle, Names: names}).StartCompute(r.ctx, f.tenant, f.prodSeg)
+			return (&Starter{Client: r.tc, TaskQueue: idle, Names: names}).StartCompute(r.ctx, f.tenant, f.prodSeg)
 		}, f.slug + ` · compute product segment "Summer dresses"`},
 		{"page generation", func() (string, error) {
-			return PageGenerateID(f.tenant, f.page), (&PageJobs{Client: r.tc, TaskQueue: idle, Names: names}).StartGeneration(r.ctx, f.tenant, f.page)
+			return PageGenerateID(f.tenant, f.page), (&Starter{Client: r.tc, TaskQueue: idle, Names: names}).StartGeneration(r.ctx, f.tenant, f.page)
 		}, f.slug + ` · generate page "Linen dresses"`},
 		{"bulk page generation", func() (string, error) {
-			return PageBulkGenerateID(f.tenant, 3), (&PageJobs{Client: r.tc, TaskQueue: idle, Names: names}).StartBulk(r.ctx, f.tenant, 3)
+			return PageBulkGenerateID(f.tenant, 3), (&Starter{Client: r.tc, TaskQueue: idle, Names: names}).StartBulk(r.ctx, f.tenant, 3)
 		}, f.slug + " · bulk page generation, job 3"},
 		{"page export", func() (string, error) {
-			return PageExportID(f.tenant, f.pageExport), (&PageExportJobs{Client: r.tc, TaskQueue: idle, Names: names}).StartExport(r.ctx, f.tenant, f.pageExport)
+			return PageExportID(f.tenant, f.pageExport), (&Starter{Client: r.tc, TaskQueue: idle, Names: names}).StartExport(r.ctx, f.tenant, f.pageExport)
 		}, fmt.Sprintf(`%s · export page "Linen dresses" as zip (export %d)`, f.slug, f.pageExport)},
 		{"feed sync", func() (string, error) {
-			return FeedSyncID(f.tenant, f.feed), (&FeedJobs{Client: r.tc, TaskQueue: idle, Names: names}).StartSync(r.ctx, f.tenant, f.feed)
+			return FeedSyncID(f.tenant, f.feed), (&Starter{Client: r.tc, TaskQueue: idle, Names: names}).StartFeedSync(r.ctx, f.tenant, f.feed)
 		}, f.slug + ` · sync feed "Google Shopping"`},
 	}
 	for _, s := range started {

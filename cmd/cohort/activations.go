@@ -3,9 +3,7 @@ package main
 import (
 	"time"
 
-	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/cohort-dev/cohort/activities"
 	"github.com/cohort-dev/cohort/api"
@@ -22,17 +20,17 @@ func (c *core) openConnectors() *connector.Service {
 }
 
 // activationsAPI builds the activation endpoints' dependencies: a connector service that starts
-// manual syncs through tc.
-func (c *core) activationsAPI(tc client.Client) *api.ActivationsDeps {
+// manual syncs through the process's starter.
+func (c *core) activationsAPI(st *workflows.Starter) *api.ActivationsDeps {
 	return &api.ActivationsDeps{
 		Service: connector.NewService(c.db.Gorm, c.db.Pool, c.box, time.Now, connector.Options{
 			AllowHTTP: c.cfg.AllowPrivateNetworks,
-			Starter:   &workflows.SyncJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue, Names: workflows.NamesFrom(c.db.Pool)},
+			Starter:   st,
 		}),
 	}
 }
 
-// activationsWorker registers the sync workflow and its activities. Outbound calls go through
+// activationsWorker registers the sync activities (the workflows: worker.Workflows). Outbound calls go through
 // safehttp: platform URLs on private or loopback addresses are refused unless
 // COHORT_ALLOW_PRIVATE_NETWORKS is set (the tenant reads "destination not allowed"; the log has
 // the address), and such refusals, bad URLs and redirect loops fail a sync without retries.
@@ -44,7 +42,6 @@ func (c *core) activationsWorker(svc *connector.Service) func(r sdkworker.Regist
 		Limiters:       platform.NewLimiters(),
 	}, Metrics: c.metrics}
 	return func(r sdkworker.Registry) {
-		r.RegisterWorkflowWithOptions(workflows.ActivationSync, workflow.RegisterOptions{Name: workflows.ActivationSyncWorkflow})
 		r.RegisterActivity(acts)
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"time"
 
-	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/cohort-dev/cohort/activities"
@@ -22,24 +21,21 @@ type catalogParts struct {
 	svc        *catalog.Service
 	imports    *imports.Service
 	segments   *prodseg.Service
-	embeddings *workflows.ProductEmbeddingJobs
+	embeddings *workflows.Starter
 }
 
 // openCatalog builds the catalogue's services. Every save that changes a product's embedding
-// text (API, bulk, import) kicks the tenant's embedding workflow through tc; confirming an
-// import and requesting a product segment's compute start their workflows through tc.
-func (c *core) openCatalog(tc client.Client) *catalogParts {
-	jobs := &workflows.ProductEmbeddingJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue, Names: workflows.NamesFrom(c.db.Pool)}
-	svc := catalog.NewService(c.db.Pool, time.Now, catalog.WithEmbeddingScheduler(jobs, func(tenantID int64, err error) {
+// text (API, bulk, import) kicks the tenant's embedding workflow through st; confirming an
+// import and requesting a product segment's compute start their workflows through st.
+func (c *core) openCatalog(st *workflows.Starter) *catalogParts {
+	svc := catalog.NewService(c.db.Pool, time.Now, catalog.WithEmbeddingScheduler(st, func(tenantID int64, err error) {
 		c.log.Warn("kick product embeddings (the sweep retries within a minute)", "tenant", tenantID, "error", err)
 	}))
-	imps := &workflows.CatalogImportJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue, Names: workflows.NamesFrom(c.db.Pool)}
-	segs := &workflows.ProductSegmentJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue, Names: workflows.NamesFrom(c.db.Pool)}
 	return &catalogParts{
 		svc:        svc,
-		imports:    imports.NewService(c.db.Pool, svc, c.blob, imps, time.Now),
-		segments:   prodseg.NewService(c.db.Pool, svc, segs, time.Now),
-		embeddings: jobs,
+		imports:    imports.NewService(c.db.Pool, svc, c.blob, st, time.Now),
+		segments:   prodseg.NewService(c.db.Pool, svc, st, time.Now),
+		embeddings: st,
 	}
 }
 
@@ -62,7 +58,7 @@ func (c *core) productSegmentsAPI(p *catalogParts) *api.ProductSegmentsDeps {
 	return &api.ProductSegmentsDeps{Service: p.segments}
 }
 
-// catalogWorker returns the registration of the catalogue's workflows and activities (imports,
+// catalogWorker returns the registration of the catalogue's activities (imports,
 // embeddings, product segments) and the embedding sweeper, a consumer the worker role runs and
 // stops with its other loops: once at start it queues products whose embedding is missing or
 // from another model, then every minute it kicks every tenant with queued products, so a lost
@@ -77,11 +73,8 @@ func (c *core) catalogWorker(p *catalogParts, provider ai.Provider) (worker.Regi
 	}
 	sweeper := catalog.NewEmbeddingSweeper(p.svc, p.embeddings, embedder, catalog.EmbedSweepEvery, c.log)
 	return func(r sdkworker.Registry) {
-		r.RegisterWorkflow(workflows.CatalogImport)
 		r.RegisterActivity(imps)
-		r.RegisterWorkflow(workflows.ProductEmbeddings)
 		r.RegisterActivity(embeds)
-		r.RegisterWorkflow(workflows.ProductSegmentCompute)
 		r.RegisterActivity(segs)
 	}, sweeper
 }

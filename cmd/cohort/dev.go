@@ -157,19 +157,20 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 	if err != nil {
 		return err
 	}
-	cat := c.openCatalog(tc)
+	st := c.starter(tc)
+	cat := c.openCatalog(st)
 	segReg := c.segmentsWorker(segs, provider)
 	catReg, sweeper := c.catalogWorker(cat, provider)
 	srch := c.searchFor(ctx, provider, nil) // one vector index for the API and the worker
-	pageReg := c.pagesWorker(tc, provider, srch)
+	pageReg := c.pagesWorker(st, provider, srch)
 	wctx, cancelWorker := context.WithCancel(context.Background())
 	workerDone := make(chan error, 1)
 	go func() {
-		workerDone <- worker.New(c.workerDeps(tc, []worker.Registration{segReg, catReg, pageReg, c.feedsWorker(tc, cat), c.exportsWorker(tc)}, loader, sweeper)).Run(wctx)
+		workerDone <- worker.New(c.workerDeps(tc, []worker.Registration{segReg, catReg, pageReg, c.feedsWorker(st, cat), c.exportsWorker()}, loader, sweeper)).Run(wctx)
 	}()
 	stops = append(stops, func() { cancelWorker(); <-workerDone })
 
-	srv := c.newAPI(wctx, in, segs, cat, tc, srch)
+	srv := c.newAPI(wctx, in, segs, cat, st, srch)
 	addr, httpDone, err := serveHTTP(ctx, cfg.HTTPAddr, srv.Handler(), logger, 5*time.Second)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/bus"
 	"github.com/cohort-dev/cohort/internal/ingest"
 	"github.com/cohort-dev/cohort/internal/ingest/load"
+	"github.com/cohort-dev/cohort/internal/ingest/segmentcompat"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 	whpg "github.com/cohort-dev/cohort/internal/warehouse/postgres"
 	"github.com/cohort-dev/cohort/worker"
@@ -124,6 +125,7 @@ func (c *core) ingestAPI(in *ingestion) *api.IngestionDeps {
 		Service: svc,
 		Stats:   load.NewStats(c.db.Pool, time.Now),
 		Shopify: ingest.NewShopifyReceiver(secrets, svc, time.Now),
+		Segment: segmentcompat.NewService(svc, time.Now),
 		Health: []api.ReadyCheck{
 			// The key is pubsub_topic (api/openapi.yaml, health) whichever bus runs: the bus takes events.
 			{Name: "pubsub_topic", Check: in.bus.Check},

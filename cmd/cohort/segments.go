@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/cohort-dev/cohort/activities"
@@ -34,11 +33,10 @@ func (c *core) openSegments(in *ingestion) *segments {
 }
 
 // segmentsAPI builds the segment endpoints' dependencies: a service that starts the segment
-// workflows through tc, and the membership cache, whose listener runs until ctx ends or the core
+// workflows through st, and the membership cache, whose listener runs until ctx ends or the core
 // closes (which waits for it).
-func (c *core) segmentsAPI(ctx context.Context, s *segments, tc client.Client) *api.SegmentsDeps {
-	jobs := &workflows.SegmentJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue, Names: workflows.NamesFrom(c.db.Pool)}
-	svc := segment.NewService(c.db.Gorm, c.db.Pool, time.Now, jobs)
+func (c *core) segmentsAPI(ctx context.Context, s *segments, st *workflows.Starter) *api.SegmentsDeps {
+	svc := segment.NewService(c.db.Gorm, c.db.Pool, time.Now, st)
 	cache := segment.NewMembershipCache(svc, c.db.Pool, c.log, segment.CacheOptions{})
 	c.closers = append(c.closers, superviseCache(ctx, cache, c.log))
 	return &api.SegmentsDeps{
@@ -66,15 +64,12 @@ func superviseCache(ctx context.Context, cache *segment.MembershipCache, log *sl
 	}
 }
 
-// segmentsWorker registers the segment workflows and activities; provider drafts ai segments
+// segmentsWorker registers the segment activities; provider drafts ai segments
 // (the role builds it once: openAI).
 func (c *core) segmentsWorker(s *segments, provider ai.Provider) func(r sdkworker.Registry) {
 	acts := &activities.Segments{Svc: s.svc, Runner: s.runner, Blob: c.blob, AI: provider, Connectors: s.connectors, Metrics: c.metrics}
 	activations := c.activationsWorker(s.connectors)
 	return func(r sdkworker.Registry) {
-		r.RegisterWorkflow(workflows.SegmentCompute)
-		r.RegisterWorkflow(workflows.SegmentExport)
-		r.RegisterWorkflow(workflows.SegmentDraft)
 		r.RegisterActivity(acts)
 		activations(r)
 	}

@@ -37,7 +37,8 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger) erro
 		return err
 	}
 	provider, providerErr := c.openAI()
-	srv := c.newAPI(ctx, in, c.openSegments(in), c.openCatalog(tc), tc, c.searchFor(ctx, provider, providerErr))
+	st := c.starter(tc)
+	srv := c.newAPI(ctx, in, c.openSegments(in), c.openCatalog(st), st, c.searchFor(ctx, provider, providerErr))
 	addr, done, err := serveHTTP(ctx, cfg.HTTPAddr, srv.Handler(), logger, cfg.ShutdownTimeout)
 	if err != nil {
 		return err
@@ -76,11 +77,12 @@ func runWorker(ctx context.Context, cfg *config.Config, logger *slog.Logger) err
 	if err != nil {
 		return err
 	}
+	st := c.starter(tc)
 	segReg := c.segmentsWorker(c.openSegments(in), provider)
-	cat := c.openCatalog(tc)
+	cat := c.openCatalog(st)
 	catReg, sweeper := c.catalogWorker(cat, provider)
-	pageReg := c.pagesWorker(tc, provider, c.searchFor(ctx, provider, nil))
-	return worker.New(c.workerDeps(tc, []worker.Registration{segReg, catReg, pageReg, c.feedsWorker(tc, cat), c.exportsWorker(tc)}, loader, sweeper)).Run(ctx)
+	pageReg := c.pagesWorker(st, provider, c.searchFor(ctx, provider, nil))
+	return worker.New(c.workerDeps(tc, []worker.Registration{segReg, catReg, pageReg, c.feedsWorker(st, cat), c.exportsWorker()}, loader, sweeper)).Run(ctx)
 }
 
 func runMigrate(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout io.Writer) error {

@@ -25,6 +25,7 @@ import (
 	"github.com/cohort-dev/cohort/schema"
 	sdkjs "github.com/cohort-dev/cohort/sdk/js"
 	"github.com/cohort-dev/cohort/worker"
+	"github.com/cohort-dev/cohort/workflows"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 )
@@ -208,17 +209,18 @@ func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsD
 }
 
 // newAPI is the HTTP API of serve and dev: Temporal joins the readiness checks, and the segment
-// membership cache runs until ctx ends. cat is the role's catalogue (openCatalog).
-func (c *core) newAPI(ctx context.Context, in *ingestion, segs *segments, cat *catalogParts, tc client.Client, srch *search.Service) *api.Server {
-	ready := []api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, tc) }}}
-	d := c.apiDeps(ready, in, c.segmentsAPI(ctx, segs, tc), c.activationsAPI(tc))
+// membership cache runs until ctx ends. cat is the role's catalogue (openCatalog), st its one
+// workflow starter (starter).
+func (c *core) newAPI(ctx context.Context, in *ingestion, segs *segments, cat *catalogParts, st *workflows.Starter, srch *search.Service) *api.Server {
+	ready := []api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, st.Client) }}}
+	d := c.apiDeps(ready, in, c.segmentsAPI(ctx, segs, st), c.activationsAPI(st))
 	d.Catalog = c.catalogAPI(cat)
 	d.ProductSegments = c.productSegmentsAPI(cat)
-	d.Pages = c.withBuilder(c.pagesAPI(tc), srch)
+	d.Pages = c.withBuilder(c.pagesAPI(st), srch)
 	d.Search = &api.SearchDeps{Service: srch}
 	c.designAPI(&d)
-	c.feedsAPI(&d, tc)
-	c.exportsAPI(&d, tc)
+	c.feedsAPI(&d, st)
+	c.exportsAPI(&d, st)
 	return api.New(d)
 }
 
@@ -282,13 +284,20 @@ func (c *core) serveMetrics(ctx context.Context, role config.Role) error {
 	return nil
 }
 
-// workerDeps builds the worker role's registrations and consumers.
+// starter is the role's one workflow starter over tc: every service that starts a workflow
+// gets it (a role builds it once, after dialing Temporal).
+func (c *core) starter(tc client.Client) *workflows.Starter {
+	return &workflows.Starter{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue, Names: workflows.NamesFrom(c.db.Pool)}
+}
+
+// workerDeps builds the worker role's registrations and consumers: every workflow of
+// workflows.All (worker.Workflows), then the capabilities' activities.
 func (c *core) workerDeps(tc client.Client, regs []worker.Registration, consumers ...worker.Consumer) worker.Deps {
 	return worker.Deps{
 		Temporal:      tc,
 		TaskQueue:     c.cfg.Temporal.TaskQueue,
 		Logger:        c.log,
-		Registrations: regs,
+		Registrations: append([]worker.Registration{worker.Workflows}, regs...),
 		Consumers:     consumers,
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"time"
 
-	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/cohort-dev/cohort/activities"
@@ -31,19 +30,18 @@ func (c *core) openExports(starter pageexport.Starter) *pageexport.Service {
 
 // exportsAPI sets the page export endpoints' dependencies (POST and GET
 // /api/ai-pages/pages/<id>/export/); exports need the blob store.
-func (c *core) exportsAPI(d *api.Deps, tc client.Client) {
+func (c *core) exportsAPI(d *api.Deps, st *workflows.Starter) {
 	if c.blob == nil {
 		return
 	}
-	svc := c.openExports(&workflows.PageExportJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue, Names: workflows.NamesFrom(c.db.Pool)})
+	svc := c.openExports(st)
 	d.Exports = &api.ExportsDeps{Service: svc, PublicURL: c.cfg.PublicBaseURL}
 }
 
-// exportsWorker registers the page export workflow and its activities.
-func (c *core) exportsWorker(tc client.Client) worker.Registration {
+// exportsWorker registers the page export activities.
+func (c *core) exportsWorker() worker.Registration {
 	acts := &activities.Exports{Svc: c.openExports(nil), Metrics: c.metrics}
 	return func(r sdkworker.Registry) {
-		r.RegisterWorkflow(workflows.PageExport)
 		r.RegisterActivity(acts)
 	}
 }

@@ -5,19 +5,17 @@ import (
 	"log/slog"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/cohort-dev/cohort/api"
 	"github.com/cohort-dev/cohort/internal/page"
 	"github.com/cohort-dev/cohort/workflows"
 )
 
 // pagesAPI builds the /api/ai-pages/ endpoints' dependencies: a page service that starts page
-// generation through tc (workflows.PageJobs) and counts public reads in memory. Its flusher runs
+// generation through st and counts public reads in memory. Its flusher runs
 // until the core closes, which a role does after its HTTP server stopped, so the reads of the
 // last requests are written too.
-func (c *core) pagesAPI(tc client.Client) *api.PagesDeps {
-	svc := c.openPages(&workflows.PageJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue, Names: workflows.NamesFrom(c.db.Pool)})
+func (c *core) pagesAPI(st *workflows.Starter) *api.PagesDeps {
+	svc := c.openPages(st)
 	c.closers = append(c.closers, supervisePageCounts(svc, c.log))
 	return &api.PagesDeps{Service: svc}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/connector/platform"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/startjob"
 
 	"github.com/cohort-dev/cohort/internal/store"
 )
@@ -84,20 +85,12 @@ func (s *Service) Run(ctx context.Context, tenantID, runID int64) (*SyncRun, err
 	return &run, nil
 }
 
-// SyncStarter starts the workflow of a queued manual sync run (workflows.SyncJobs in
+// SyncStarter starts the workflow of a queued manual sync run (workflows.Starter in
 // production); SyncWorkflowID names that workflow before it starts (the run records it).
 type SyncStarter interface {
 	SyncWorkflowID(tenantID, connectorID, syncRunID int64) string
 	StartSync(ctx context.Context, tenantID, segmentID, connectorID, syncRunID int64) error
 }
-
-// Timeouts of a manual sync request once its run is recorded. Neither runs on the caller's
-// context: a client that goes away after the run was queued must not leave it queued without a
-// workflow, so the start goes through (or fails and is undone) whatever the caller does.
-const (
-	startTimeout = 30 * time.Second
-	undoTimeout  = 10 * time.Second
-)
 
 // startFailedMessage is the error of a run whose workflow could not be started.
 const startFailedMessage = "the sync could not be started: workflows unavailable"
@@ -109,22 +102,25 @@ func (s *Service) RequestSync(ctx context.Context, tenantID, id int64) (*SyncRun
 	if s.starter == nil {
 		return nil, fmt.Errorf("%w: syncs cannot be started here", errs.ErrUnavailable)
 	}
-	run, err := s.queueSync(ctx, tenantID, id)
+	// A client that goes away after the run was queued must not leave it queued without a
+	// workflow (Detached).
+	var run *SyncRun
+	err := startjob.RecordStartUndo(ctx, startjob.Detached,
+		func(ctx context.Context) (err error) {
+			run, err = s.queueSync(ctx, tenantID, id)
+			return err
+		},
+		func(ctx context.Context) error { return s.starter.StartSync(ctx, tenantID, run.SegmentID, id, run.ID) },
+		func(ctx context.Context) error {
+			if err := s.failQueued(ctx, tenantID, run.ID, startFailedMessage); err != nil {
+				return fmt.Errorf("record the failed start of sync run %d: %w", run.ID, err)
+			}
+			return nil
+		})
 	if err != nil {
 		return nil, err
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
-	defer cancel()
-	err = s.starter.StartSync(sctx, tenantID, run.SegmentID, id, run.ID)
-	if err == nil {
-		return run, nil
-	}
-	uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
-	defer ucancel()
-	if uerr := s.failQueued(uctx, tenantID, run.ID, startFailedMessage); uerr != nil {
-		return nil, errors.Join(err, fmt.Errorf("record the failed start of sync run %d: %w", run.ID, uerr))
-	}
-	return nil, err
+	return run, nil
 }
 
 // queueSync records a queued manual run named by the starter's workflow ID for its id.

@@ -27,6 +27,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/catalog"
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/safehttp"
+	"github.com/cohort-dev/cohort/internal/startjob"
 	"github.com/cohort-dev/cohort/internal/store"
 )
 
@@ -129,7 +130,7 @@ type Catalog interface {
 
 // SyncStarter starts a feed's sync workflow, or makes the one running run once more.
 type SyncStarter interface {
-	StartSync(ctx context.Context, tenantID, feedID int64) error
+	StartFeedSync(ctx context.Context, tenantID, feedID int64) error
 }
 
 // Options are the sync's limits and its outbound client.
@@ -326,21 +327,29 @@ func (s *Service) RequestSync(ctx context.Context, tenantID, id int64) (*Feed, e
 		return nil, fmt.Errorf("feed syncs: %w: no workflow starter", errs.ErrUnavailable)
 	}
 	var prev string
-	err := s.pool.QueryRow(ctx, `UPDATE product_feeds f SET status = CASE WHEN f.status = 'syncing' THEN f.status ELSE 'queued' END
+	err := startjob.RecordStartUndo(ctx, startjob.Caller,
+		func(ctx context.Context) error {
+			err := s.pool.QueryRow(ctx, `UPDATE product_feeds f SET status = CASE WHEN f.status = 'syncing' THEN f.status ELSE 'queued' END
 		FROM (SELECT status FROM product_feeds WHERE tenant_id = $1 AND id = $2 FOR UPDATE) old
 		WHERE f.tenant_id = $1 AND f.id = $2 RETURNING old.status`, tenantID, id).Scan(&prev)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound(id)
-	}
+			if errors.Is(err, pgx.ErrNoRows) {
+				return notFound(id)
+			}
+			if err != nil {
+				return fmt.Errorf("queue sync of feed %d: %w", id, err)
+			}
+			return nil
+		},
+		func(ctx context.Context) error { return s.starter.StartFeedSync(ctx, tenantID, id) },
+		func(ctx context.Context) error {
+			// Put the status back, unless the sync got going meanwhile.
+			if _, err := s.pool.Exec(ctx, `UPDATE product_feeds SET status = $3
+			WHERE tenant_id = $1 AND id = $2 AND status = 'queued'`, tenantID, id, prev); err != nil {
+				return fmt.Errorf("put back the status of feed %d: %w", id, err)
+			}
+			return nil
+		})
 	if err != nil {
-		return nil, fmt.Errorf("queue sync of feed %d: %w", id, err)
-	}
-	if err := s.starter.StartSync(ctx, tenantID, id); err != nil {
-		// Undo, unless the sync got going meanwhile.
-		if _, uerr := s.pool.Exec(context.WithoutCancel(ctx), `UPDATE product_feeds SET status = $3
-			WHERE tenant_id = $1 AND id = $2 AND status = 'queued'`, tenantID, id, prev); uerr != nil {
-			return nil, errors.Join(err, fmt.Errorf("put back the status of feed %d: %w", id, uerr))
-		}
 		return nil, err
 	}
 	return s.Get(ctx, tenantID, id)

@@ -27,7 +27,7 @@ type recordingStarter struct {
 	err    error
 }
 
-func (r *recordingStarter) StartSync(_ context.Context, tenantID, feedID int64) error {
+func (r *recordingStarter) StartFeedSync(_ context.Context, tenantID, feedID int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/startjob"
 )
 
 const jobColumns = "id, status, total, completed, failed, created_at, finished_at"
@@ -183,15 +184,16 @@ func (s *Service) BulkGenerate(ctx context.Context, tenantID int64) (*BulkStarte
 	if pending == 0 {
 		return out, nil
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
-	defer cancel()
-	if err := s.gen.StartBulk(sctx, tenantID, jobID); err != nil {
-		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
-		defer ucancel()
-		if uerr := s.failBulkStart(uctx, tenantID, jobID); uerr != nil {
-			return nil, errors.Join(generationUnavailable(err), uerr)
-		}
-		return nil, generationUnavailable(err)
+	err = startjob.RecordStartUndo(ctx, startjob.Detached, nil,
+		func(ctx context.Context) error {
+			if err := s.gen.StartBulk(ctx, tenantID, jobID); err != nil {
+				return generationUnavailable(err)
+			}
+			return nil
+		},
+		func(ctx context.Context) error { return s.failBulkStart(ctx, tenantID, jobID) })
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

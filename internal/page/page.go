@@ -93,11 +93,6 @@ const (
 	defaultFlushEvery     = time.Second
 	defaultFlushTimeout   = 10 * time.Second
 	defaultPublicCacheTTL = 2 * time.Second
-	// Timeouts of a generation start once the page is recorded, and of its undo. Neither runs
-	// on the caller's context: a client that goes away must not leave a page generating with
-	// nothing started.
-	startTimeout = 30 * time.Second
-	undoTimeout  = 10 * time.Second
 )
 
 // Service owns the AIQueries, generated pages, versions and bulk jobs of every tenant.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/block"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/startjob"
 	"github.com/cohort-dev/cohort/internal/store"
 )
 
@@ -83,6 +84,14 @@ func truncate(s string, n int) string {
 func generationUnavailable(err error) error {
 	return errors.Join(errs.Coded(errs.ErrUnavailable, "generation_unavailable",
 		"page generation could not be started: the workflow service is unavailable; try again shortly"), err)
+}
+
+// startGeneration starts the page's generation; a failure is generationUnavailable.
+func (s *Service) startGeneration(ctx context.Context, tenantID, pageID int64) error {
+	if err := s.gen.StartGeneration(ctx, tenantID, pageID); err != nil {
+		return generationUnavailable(err)
+	}
+	return nil
 }
 
 // startFailedMessage is the last_error of a page whose generation could not be started.
@@ -294,16 +303,18 @@ func (s *Service) CreatePage(ctx context.Context, tenantID int64, in CreateInput
 	if fromTemplate {
 		return p, nil
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
-	defer cancel()
-	if err := s.gen.StartGeneration(sctx, tenantID, p.ID); err != nil {
-		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
-		defer ucancel()
-		if _, uerr := s.pool.Exec(uctx, `DELETE FROM generated_pages WHERE tenant_id = $1 AND id = $2`, tenantID, p.ID); uerr != nil {
-			return nil, errors.Join(generationUnavailable(err), fmt.Errorf("remove page %d after the failed start: %w", p.ID, uerr))
-		}
-		s.cache.invalidate()
-		return nil, generationUnavailable(err)
+	// A client that goes away must not leave a page generating with nothing started (Detached).
+	err = startjob.RecordStartUndo(ctx, startjob.Detached, nil,
+		func(ctx context.Context) error { return s.startGeneration(ctx, tenantID, p.ID) },
+		func(ctx context.Context) error {
+			if _, err := s.pool.Exec(ctx, `DELETE FROM generated_pages WHERE tenant_id = $1 AND id = $2`, tenantID, p.ID); err != nil {
+				return fmt.Errorf("remove page %d after the failed start: %w", p.ID, err)
+			}
+			s.cache.invalidate()
+			return nil
+		})
+	if err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -626,20 +637,15 @@ func (s *Service) Regenerate(ctx context.Context, tenantID, pageID int64) error 
 	if s.gen == nil {
 		return generationUnavailable(errors.New("no generator in this process"))
 	}
-	if err := s.MarkGenerating(ctx, tenantID, pageID); err != nil {
-		return err
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
-	defer cancel()
-	if err := s.gen.StartGeneration(sctx, tenantID, pageID); err != nil {
-		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
-		defer ucancel()
-		if uerr := s.MarkGenerationFailed(uctx, tenantID, pageID, startFailedMessage); uerr != nil && !errors.Is(uerr, errs.ErrNotFound) {
-			return errors.Join(generationUnavailable(err), uerr)
-		}
-		return generationUnavailable(err)
-	}
-	return nil
+	return startjob.RecordStartUndo(ctx, startjob.Detached,
+		func(ctx context.Context) error { return s.MarkGenerating(ctx, tenantID, pageID) },
+		func(ctx context.Context) error { return s.startGeneration(ctx, tenantID, pageID) },
+		func(ctx context.Context) error {
+			if err := s.MarkGenerationFailed(ctx, tenantID, pageID, startFailedMessage); err != nil && !errors.Is(err, errs.ErrNotFound) {
+				return err
+			}
+			return nil
+		})
 }
 
 // ListVersions returns the page's stored versions, newest first.

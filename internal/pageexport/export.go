@@ -145,7 +145,7 @@ type KeySource interface {
 	PublicKey(ctx context.Context, tenantID int64) (string, error)
 }
 
-// Starter starts the build workflow of a recorded export (workflows.PageExportJobs).
+// Starter starts the build workflow of a recorded export (workflows.Starter).
 type Starter interface {
 	StartExport(ctx context.Context, tenantID, exportID int64) error
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/blob"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/startjob"
 )
 
 // Service keeps the export records of every tenant, starts their builds and builds them.
@@ -80,23 +81,31 @@ func (s *Service) Start(ctx context.Context, tenantID, pageID int64, format stri
 		return nil, errs.Coded(errs.ErrUnavailable, "export_unavailable", "page exports cannot be started here")
 	}
 	var id int64
-	err = s.pool.QueryRow(ctx, `INSERT INTO page_exports (tenant_id, page_id, format, status, api_base, created_at)
+	err = startjob.RecordStartUndo(ctx, startjob.Caller,
+		func(ctx context.Context) error {
+			err := s.pool.QueryRow(ctx, `INSERT INTO page_exports (tenant_id, page_id, format, status, api_base, created_at)
 		SELECT tenant_id, id, $3, 'queued', $4, $5 FROM generated_pages WHERE tenant_id = $1 AND id = $2
 		RETURNING id`, tenantID, pageID, string(f), apiBase, s.now().UTC()).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, errs.Coded(errs.ErrNotFound, "not_found", "page %d not found", pageID)
-	}
+			if errors.Is(err, pgx.ErrNoRows) {
+				return errs.Coded(errs.ErrNotFound, "not_found", "page %d not found", pageID)
+			}
+			if err != nil {
+				return fmt.Errorf("record export: %w", err)
+			}
+			return nil
+		},
+		func(ctx context.Context) error {
+			if err := s.starter.StartExport(ctx, tenantID, id); err != nil {
+				return errors.Join(errs.Coded(errs.ErrUnavailable, "export_unavailable",
+					"the export could not be started: the workflow service is unavailable; try again shortly"), err)
+			}
+			return nil
+		},
+		func(ctx context.Context) error {
+			return s.Fail(ctx, tenantID, id, "the export could not be started: the workflow service was unavailable")
+		})
 	if err != nil {
-		return nil, fmt.Errorf("record export: %w", err)
-	}
-	if err := s.starter.StartExport(ctx, tenantID, id); err != nil {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if uerr := s.Fail(uctx, tenantID, id, "the export could not be started: the workflow service was unavailable"); uerr != nil {
-			err = errors.Join(err, uerr)
-		}
-		return nil, errors.Join(errs.Coded(errs.ErrUnavailable, "export_unavailable",
-			"the export could not be started: the workflow service is unavailable; try again shortly"), err)
+		return nil, err
 	}
 	return &Started{ExportID: id, Status: StatusPending}, nil
 }

@@ -10,9 +10,10 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/startjob"
 )
 
-// Starter starts the segment workflows (workflows.SegmentJobs in production). The service
+// Starter starts the segment workflows (workflows.Starter in production). The service
 // records the state change, calls the starter, and undoes the record when the start fails.
 type Starter interface {
 	// Compute asks for a compute of the segment (joining a running one) and returns the
@@ -26,14 +27,6 @@ type Starter interface {
 	// SetRefresh makes the segment's refresh schedule run every interval (creating it or
 	// updating it in place); every 0 deletes it, and deleting a missing schedule is no error.
 	SetRefresh(ctx context.Context, tenantID, segmentID int64, every time.Duration) error
-}
-
-// undoTimeout bounds an undo after a failed start. The undo runs on a context of its own: the
-// caller's may be what failed (a client that went away).
-const undoTimeout = 10 * time.Second
-
-func undoContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 }
 
 // starterFor returns the starter, or an error when the service was built without one (the
@@ -58,21 +51,30 @@ func (s *Service) queueCompute(ctx context.Context, tenantID, id int64, recomput
 	if err != nil {
 		return nil, "", err
 	}
-	seg, err := s.MarkQueued(ctx, tenantID, id)
-	if err != nil {
-		return nil, "", err
-	}
 	start := st.Compute
 	if recompute {
 		start = st.Recompute
 	}
-	wf, err := start(ctx, tenantID, id)
+	var seg *Segment
+	var wf string
+	// The start runs on the caller's context: a client that goes away mid-start fails it, and
+	// the segment is not left queued.
+	err = startjob.RecordStartUndo(ctx, startjob.Caller,
+		func(ctx context.Context) (err error) {
+			seg, err = s.MarkQueued(ctx, tenantID, id)
+			return err
+		},
+		func(ctx context.Context) (err error) {
+			wf, err = start(ctx, tenantID, id)
+			return err
+		},
+		func(ctx context.Context) error {
+			if err := s.unqueue(ctx, tenantID, id, "could not start the compute: the workflow service is unavailable"); err != nil {
+				return fmt.Errorf("record the failed start of segment %d: %w", id, err)
+			}
+			return nil
+		})
 	if err != nil {
-		uctx, cancel := undoContext(ctx)
-		defer cancel()
-		if uerr := s.unqueue(uctx, tenantID, id, "could not start the compute: the workflow service is unavailable"); uerr != nil {
-			return nil, "", errors.Join(err, fmt.Errorf("record the failed start of segment %d: %w", id, uerr))
-		}
 		return nil, "", err
 	}
 	return seg, wf, nil
@@ -106,18 +108,22 @@ func (s *Service) StartExport(ctx context.Context, tenantID, segmentID int64, in
 	if err != nil {
 		return nil, err
 	}
-	e, err := s.CreateExport(ctx, tenantID, segmentID, in)
-	if err != nil {
-		return nil, err
-	}
-	if err := st.Export(ctx, tenantID, segmentID, e.ID); err != nil {
-		uctx, cancel := undoContext(ctx)
-		defer cancel()
-		if uerr := s.db.WithContext(uctx).Exec(`UPDATE segment_exports SET status = 'error', error = ?, finished_at = ?
+	var e *Export
+	err = startjob.RecordStartUndo(ctx, startjob.Caller,
+		func(ctx context.Context) (err error) {
+			e, err = s.CreateExport(ctx, tenantID, segmentID, in)
+			return err
+		},
+		func(ctx context.Context) error { return st.Export(ctx, tenantID, segmentID, e.ID) },
+		func(ctx context.Context) error {
+			if err := s.db.WithContext(ctx).Exec(`UPDATE segment_exports SET status = 'error', error = ?, finished_at = ?
 			WHERE tenant_id = ? AND id = ? AND status = 'queued'`,
-			"could not start the export: the workflow service is unavailable", s.now().UTC(), tenantID, e.ID).Error; uerr != nil {
-			return nil, errors.Join(err, fmt.Errorf("record the failed start of export %d: %w", e.ID, uerr))
-		}
+				"could not start the export: the workflow service is unavailable", s.now().UTC(), tenantID, e.ID).Error; err != nil {
+				return fmt.Errorf("record the failed start of export %d: %w", e.ID, err)
+			}
+			return nil
+		})
+	if err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -165,7 +171,7 @@ func (s *Service) setRefreshInTx(ctx context.Context, tenantID, id int64, from, 
 		return nil, err
 	}
 	undo := func() error {
-		uctx, cancel := undoContext(ctx)
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startjob.UndoTimeout)
 		defer cancel()
 		if err := st.SetRefresh(uctx, tenantID, id, from); err != nil {
 			return fmt.Errorf("restore the refresh schedule of segment %d: %w", id, err)

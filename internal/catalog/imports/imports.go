@@ -26,6 +26,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/catalog"
 	"github.com/cohort-dev/cohort/internal/catalog/csvimport"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/startjob"
 )
 
 // Limits.
@@ -393,14 +394,20 @@ func (s *Service) Confirm(ctx context.Context, tenantID, jobID int64, in Confirm
 	if err != nil {
 		return nil, schemaPaths(err)
 	}
-	wid, err := s.starter.StartImport(ctx, tenantID, jobID)
+	var wid string
+	err = startjob.RecordStartUndo(ctx, startjob.Caller, nil,
+		func(ctx context.Context) (err error) {
+			wid, err = s.starter.StartImport(ctx, tenantID, jobID)
+			return err
+		},
+		func(ctx context.Context) error {
+			if _, err := s.pool.Exec(ctx, `UPDATE import_jobs SET status = 'mapping', started_at = NULL, updated_at = $3
+			WHERE tenant_id = $1 AND id = $2 AND status = 'importing' AND processed_rows = 0`, tenantID, jobID, s.now().UTC()); err != nil {
+				return fmt.Errorf("the job could not go back to mapping: %w", err)
+			}
+			return nil
+		})
 	if err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if _, uerr := s.pool.Exec(cctx, `UPDATE import_jobs SET status = 'mapping', started_at = NULL, updated_at = $3
-			WHERE tenant_id = $1 AND id = $2 AND status = 'importing' AND processed_rows = 0`, tenantID, jobID, s.now().UTC()); uerr != nil {
-			return nil, fmt.Errorf("%w (and the job could not go back to mapping: %w)", err, uerr)
-		}
 		return nil, err
 	}
 	if _, err := s.pool.Exec(ctx, `UPDATE import_jobs SET workflow_id = $3 WHERE tenant_id = $1 AND id = $2`, tenantID, jobID, wid); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/catalog"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/startjob"
 
 	"github.com/cohort-dev/cohort/internal/store"
 )
@@ -85,7 +86,7 @@ func scanSegment(row pgx.Row) (*Segment, error) {
 }
 
 // ComputeStarter starts a segment's compute workflow, or signals the one running (which joins
-// the request or runs once more), and returns its id (workflows.ProductSegmentJobs in
+// the request or runs once more), and returns its id (workflows.Starter in
 // production).
 type ComputeStarter interface {
 	StartCompute(ctx context.Context, tenantID, segmentID int64) (string, error)
@@ -106,14 +107,6 @@ func NewService(pool *pgxpool.Pool, cat *catalog.Service, starter ComputeStarter
 	return &Service{pool: pool, catalog: cat, starter: starter, now: now}
 }
 
-// Timeouts of a compute request once it is recorded. Neither runs on the caller's context: a
-// client that goes away after the segment was marked queued must not leave it so without a
-// started compute, so the start goes through (or fails and is undone) whatever the caller does.
-const (
-	startTimeout = 30 * time.Second
-	undoTimeout  = 10 * time.Second
-)
-
 // startFailedMessage is the segment's last_error when its compute could not be started.
 const startFailedMessage = "could not start the compute: the workflow service is unavailable"
 
@@ -127,21 +120,26 @@ func (s *Service) RequestCompute(ctx context.Context, tenantID, id int64) (strin
 	if s.starter == nil {
 		return "", fmt.Errorf("%w: product segment computes cannot be started here", errs.ErrUnavailable)
 	}
-	if _, err := s.MarkQueued(ctx, tenantID, id); err != nil {
+	var wf string
+	err := startjob.RecordStartUndo(ctx, startjob.Detached,
+		func(ctx context.Context) error {
+			_, err := s.MarkQueued(ctx, tenantID, id)
+			return err
+		},
+		func(ctx context.Context) (err error) {
+			wf, err = s.starter.StartCompute(ctx, tenantID, id)
+			return err
+		},
+		func(ctx context.Context) error {
+			if err := s.unqueue(ctx, tenantID, id, startFailedMessage); err != nil {
+				return fmt.Errorf("record the failed start of product segment %d: %w", id, err)
+			}
+			return nil
+		})
+	if err != nil {
 		return "", err
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
-	defer cancel()
-	wf, err := s.starter.StartCompute(sctx, tenantID, id)
-	if err == nil {
-		return wf, nil
-	}
-	uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
-	defer ucancel()
-	if uerr := s.unqueue(uctx, tenantID, id, startFailedMessage); uerr != nil {
-		return "", errors.Join(err, fmt.Errorf("record the failed start of product segment %d: %w", id, uerr))
-	}
-	return "", err
+	return wf, nil
 }
 
 // unqueue records a compute that could not be started on a segment still queued (a segment the
