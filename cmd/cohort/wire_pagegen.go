@@ -17,7 +17,7 @@ import (
 // the same workflows.PageJobs the API's is (pagesAPI), so both start the same workflows.
 func (c *core) pagesWorker(tc client.Client, provider ai.Provider, srch *search.Service) worker.Registration {
 	pages := c.openPages(&workflows.PageJobs{Client: tc, TaskQueue: c.cfg.Temporal.TaskQueue, Names: workflows.NamesFrom(c.db.Pool)})
-	acts := activities.NewPages(pages, srch, provider)
+	acts := activities.NewPages(pages, srch, provider, activities.WithEmbeddingWait(c.cfg.AI.PageEmbeddingWait))
 	return func(r sdkworker.Registry) {
 		r.RegisterWorkflow(workflows.PageGenerate)
 		r.RegisterWorkflow(workflows.PageBulkGenerate)
