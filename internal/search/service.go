@@ -174,7 +174,7 @@ func (s *Service) Search(ctx context.Context, tenantID int64, in In) (*Result, e
 	if isZero(vec) {
 		// The provider found nothing to embed (the local one: no word at all): a zero vector is
 		// similar to nothing, so the search could only ever answer "no match".
-		return nil, errs.Invalid("q", NoWordsMessage)
+		return nil, errs.Invalid("q", EmbedsToNothingMessage)
 	}
 	model := s.embedder.EmbeddingModel()
 	matches, err := s.index.TopK(ctx, tenantID, model, vec, limit, allow)
@@ -190,8 +190,12 @@ func (s *Service) Search(ctx context.Context, tenantID int64, in In) (*Result, e
 	return out, nil
 }
 
-// NoWordsMessage is the message of a query whose text has nothing the embedding can use.
-const NoWordsMessage = "has no words the search can use (only punctuation, symbols or spaces): use words that describe the products"
+// Messages of a query the search cannot use: NoWordsMessage when its text has no word at all,
+// EmbedsToNothingMessage when the embedding model found nothing in it (a zero vector).
+const (
+	NoWordsMessage         = "has no words the search can use (only punctuation, symbols or spaces): use words that describe the products"
+	EmbedsToNothingMessage = "has no words the search can use (the embedding model finds nothing in it, so it would match no product): use words that describe the products"
+)
 
 // HasWords reports whether text has a word the search can embed: a letter or a digit. A text
 // without one (punctuation, symbols) embeds to a zero vector, which matches nothing; callers that

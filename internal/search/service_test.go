@@ -175,8 +175,8 @@ func TestSearchQueryWithoutWords(t *testing.T) {
 	a := f.tenant("a")
 	_, err := f.service(zeroEmbedder{dims: 8}, Config{}).Search(f.ctx, a, In{Query: "the of and"})
 	var ve *errs.ValidationError
-	if !errors.As(err, &ve) || ve.Fields["q"] != NoWordsMessage {
-		t.Fatalf("error %v, want q: %s", err, NoWordsMessage)
+	if !errors.As(err, &ve) || ve.Fields["q"] != EmbedsToNothingMessage {
+		t.Fatalf("error %v, want q: %s", err, EmbedsToNothingMessage)
 	}
 	for text, want := range map[string]bool{"?!": false, " -- ... ": false, "€ %": false, "dress": true, "été": true, "42": true, "the": true} {
 		if HasWords(text) != want {
