@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -32,7 +33,13 @@ const (
 	ErrTypeBulkJobGone = "PageBulkJobNotFound"
 	// ErrTypePageAIRateLimited: the AI provider said 429 with a Retry-After; retried after it.
 	ErrTypePageAIRateLimited = "PageAIRateLimited"
+	// ErrTypePageQueryNoWords: the AIQuery's text has nothing the search can embed.
+	ErrTypePageQueryNoWords = "PageQueryHasNoWords"
 )
+
+// DefaultEmbeddingWait is how long a generation waits at most for the queued embeddings of the
+// products its query could match (COHORT_PAGE_EMBEDDING_WAIT).
+const DefaultEmbeddingWait = 10 * time.Minute
 
 // The product segment of an AIQuery that was deleted is ErrTypeProductSegmentGone; copy that
 // never validated is ErrTypeInvalidLLMOutput.
@@ -43,6 +50,7 @@ type PageStore interface {
 	MarkGenerating(ctx context.Context, tenantID, pageID int64) error
 	SaveGenerated(ctx context.Context, tenantID, pageID int64, g page.GeneratedContent) error
 	MarkGenerationFailed(ctx context.Context, tenantID, pageID int64, msg string) error
+	SetPendingEmbeddings(ctx context.Context, tenantID, pageID, n int64) error
 	MarkBulkRunning(ctx context.Context, tenantID, jobID int64) error
 	BulkPages(ctx context.Context, tenantID, jobID int64) ([]page.BulkJobPage, error)
 	FinishBulkPage(ctx context.Context, tenantID, jobID, pageID int64, genErr error) error
@@ -52,22 +60,42 @@ type PageStore interface {
 // ProductSearch is the part of the semantic search (internal/search) the generation uses: the
 // tenant's products closest in meaning to a query, best match first, restricted to the members
 // of a product segment when one is set. A segment that does not exist is errs.ErrNotFound; an
-// embedding provider that is down is errs.ErrUnavailable (code embedding_unavailable).
+// embedding provider that is down is errs.ErrUnavailable (code embedding_unavailable). Backlog
+// counts the embeddings of the products a search could match.
 type ProductSearch interface {
 	Search(ctx context.Context, tenantID int64, in search.In) (*search.Result, error)
+	Backlog(ctx context.Context, tenantID int64, segmentID *int64) (search.Backlog, error)
 }
 
 // Pages are the page generation activities.
 type Pages struct {
-	store  PageStore
-	search ProductSearch
-	copy   *pagegen.Generator
+	store         PageStore
+	search        ProductSearch
+	copy          *pagegen.Generator
+	embeddingWait time.Duration
+}
+
+// PagesOption tunes the activities.
+type PagesOption func(*Pages)
+
+// WithEmbeddingWait bounds how long a generation waits for queued embeddings (d <= 0: the
+// DefaultEmbeddingWait).
+func WithEmbeddingWait(d time.Duration) PagesOption {
+	return func(a *Pages) {
+		if d > 0 {
+			a.embeddingWait = d
+		}
+	}
 }
 
 // NewPages builds the activities over the page service, the semantic search and the AI provider
 // that writes the copy.
-func NewPages(store PageStore, search ProductSearch, provider ai.Provider) *Pages {
-	return &Pages{store: store, search: search, copy: pagegen.New(provider)}
+func NewPages(store PageStore, search ProductSearch, provider ai.Provider, opts ...PagesOption) *Pages {
+	a := &Pages{store: store, search: search, copy: pagegen.New(provider), embeddingWait: DefaultEmbeddingWait}
+	for _, o := range opts {
+		o(a)
+	}
+	return a
 }
 
 // PageRef names a page.
@@ -106,6 +134,46 @@ func (a *Pages) LoadPageQuery(ctx context.Context, in LoadPageQueryInput) (LoadP
 	return LoadPageQueryResult{Title: t.Title, QueryID: t.QueryID, QueryText: t.QueryText, ProductSegmentID: t.ProductSegmentID}, nil
 }
 
+// CheckPageEmbeddingsInput names the page and the product segment its query is restricted to.
+type CheckPageEmbeddingsInput struct {
+	TenantID         int64
+	PageID           int64
+	ProductSegmentID *int64
+}
+
+// CheckPageEmbeddingsResult is the embedding backlog of the products the page's query could
+// match (search.Backlog), and how long the generation waits for it at most.
+type CheckPageEmbeddingsResult struct {
+	Products, Embedded, Pending, Refused int64
+	MaxWait                              time.Duration
+}
+
+// CheckPageEmbeddings counts the products the page's query could match whose embeddings are
+// still queued (Pending; those the provider refused are Refused and are not waited for) and
+// records Pending on the page (pending_embeddings; cleared at 0).
+func (a *Pages) CheckPageEmbeddings(ctx context.Context, in CheckPageEmbeddingsInput) (CheckPageEmbeddingsResult, error) {
+	b, err := a.search.Backlog(ctx, in.TenantID, in.ProductSegmentID)
+	if err != nil {
+		if errors.Is(err, errs.ErrNotFound) {
+			return CheckPageEmbeddingsResult{}, segmentGone(in.ProductSegmentID, err)
+		}
+		return CheckPageEmbeddingsResult{}, err
+	}
+	if err := a.store.SetPendingEmbeddings(ctx, in.TenantID, in.PageID, b.Queued); err != nil {
+		return CheckPageEmbeddingsResult{}, pageError(err)
+	}
+	return CheckPageEmbeddingsResult{Products: b.Products, Embedded: b.Embedded, Pending: b.Queued, Refused: b.Refused,
+		MaxWait: a.embeddingWait}, nil
+}
+
+func segmentGone(segmentID *int64, err error) error {
+	msg := "the AIQuery's product segment no longer exists"
+	if segmentID != nil {
+		msg = fmt.Sprintf("product segment %d of the AIQuery no longer exists", *segmentID)
+	}
+	return temporal.NewNonRetryableApplicationError(msg, ErrTypeProductSegmentGone, err)
+}
+
 // SearchPageProductsInput is one semantic search for a page.
 type SearchPageProductsInput struct {
 	TenantID         int64
@@ -128,11 +196,12 @@ func (a *Pages) SearchPageProducts(ctx context.Context, in SearchPageProductsInp
 	res, err := a.search.Search(ctx, in.TenantID, search.In{Query: in.Query, Limit: in.Limit, SegmentID: in.ProductSegmentID})
 	if err != nil {
 		if errors.Is(err, errs.ErrNotFound) {
-			msg := "the AIQuery's product segment no longer exists"
-			if in.ProductSegmentID != nil {
-				msg = fmt.Sprintf("product segment %d of the AIQuery no longer exists", *in.ProductSegmentID)
-			}
-			return SearchPageProductsResult{}, temporal.NewNonRetryableApplicationError(msg, ErrTypeProductSegmentGone, err)
+			return SearchPageProductsResult{}, segmentGone(in.ProductSegmentID, err)
+		}
+		var ve *errs.ValidationError
+		if errors.As(err, &ve) && ve.Fields["q"] != "" {
+			return SearchPageProductsResult{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("the AIQuery's text %q %s", in.Query, ve.Fields["q"]), ErrTypePageQueryNoWords, err)
 		}
 		if errors.Is(err, errs.ErrInvalid) {
 			return SearchPageProductsResult{}, temporal.NewNonRetryableApplicationError("semantic search: "+err.Error(), ErrTypePageCopyRejected, err)
@@ -140,11 +209,14 @@ func (a *Pages) SearchPageProducts(ctx context.Context, in SearchPageProductsInp
 		return SearchPageProductsResult{}, fmt.Errorf("semantic search: %w", err)
 	}
 	if len(res.Products) == 0 {
-		msg := "no product matches the query: the catalogue has no embedded product yet"
-		if in.ProductSegmentID != nil {
-			msg = fmt.Sprintf("no product matches the query: product segment %d has no embedded member", *in.ProductSegmentID)
+		b, err := a.search.Backlog(ctx, in.TenantID, in.ProductSegmentID)
+		if err != nil {
+			if errors.Is(err, errs.ErrNotFound) {
+				return SearchPageProductsResult{}, segmentGone(in.ProductSegmentID, err)
+			}
+			return SearchPageProductsResult{}, err
 		}
-		return SearchPageProductsResult{}, temporal.NewNonRetryableApplicationError(msg, ErrTypePageNoProducts, nil)
+		return SearchPageProductsResult{}, temporal.NewNonRetryableApplicationError(noProductsMessage(in, b), ErrTypePageNoProducts, nil)
 	}
 	out := make([]pagegen.Product, len(res.Products))
 	for i, p := range res.Products {
@@ -157,6 +229,29 @@ func (a *Pages) SearchPageProducts(ctx context.Context, in SearchPageProductsInp
 		out[i] = pagegen.Compact(pagegen.Product{SKU: p.SKU, Name: p.Name, Data: data})
 	}
 	return SearchPageProductsResult{Products: out}, nil
+}
+
+// noProductsMessage says why a search of the page's query found no product, from the backlog of
+// the products it could match.
+func noProductsMessage(in SearchPageProductsInput, b search.Backlog) string {
+	scope := "the catalogue"
+	if in.ProductSegmentID != nil {
+		scope = fmt.Sprintf("product segment %d", *in.ProductSegmentID)
+	}
+	switch {
+	case b.Products == 0 && in.ProductSegmentID != nil:
+		return fmt.Sprintf("no product matches the query: %s has no member", scope)
+	case b.Products == 0:
+		return "no product matches the query: the catalogue has no product"
+	case b.Embedded == 0 && b.Queued > 0:
+		return fmt.Sprintf("no product matches the query: none of the %d products of %s is embedded yet (%d still queued for an embedding); regenerate once they are embedded",
+			b.Products, scope, b.Queued)
+	case b.Embedded == 0 && b.Refused > 0:
+		return fmt.Sprintf("no product matches the query: the embedding provider refused the texts of the %d products of %s that have no embedding", b.Refused, scope)
+	case b.Embedded == 0:
+		return fmt.Sprintf("no product matches the query: none of the %d products of %s has an embedding of the current model", b.Products, scope)
+	}
+	return fmt.Sprintf("no product matches the query %q among the %d embedded products of %s", in.Query, b.Embedded, scope)
 }
 
 // GeneratePageCopyInput is what one page's copy is written from.

@@ -19,9 +19,15 @@ import (
 
 // fakeSearch answers every search with its products or its error.
 type fakeSearch struct {
-	products []search.Product
-	err      error
-	got      search.In
+	products   []search.Product
+	err        error
+	got        search.In
+	backlog    search.Backlog
+	backlogErr error
+}
+
+func (f *fakeSearch) Backlog(context.Context, int64, *int64) (search.Backlog, error) {
+	return f.backlog, f.backlogErr
 }
 
 func (f *fakeSearch) Search(_ context.Context, _ int64, in search.In) (*search.Result, error) {
@@ -34,9 +40,15 @@ func (f *fakeSearch) Search(_ context.Context, _ int64, in search.In) (*search.R
 
 // fakeStore is a PageStore whose every method returns err.
 type fakeStore struct {
-	err   error
-	saved []page.GeneratedContent
-	fails []string
+	err     error
+	saved   []page.GeneratedContent
+	fails   []string
+	pending []int64
+}
+
+func (f *fakeStore) SetPendingEmbeddings(_ context.Context, _, _, n int64) error {
+	f.pending = append(f.pending, n)
+	return f.err
 }
 
 func (f *fakeStore) GenerationTarget(context.Context, int64, int64) (*page.GenerationTarget, error) {
@@ -95,8 +107,37 @@ func TestSearchPageProducts(t *testing.T) {
 		t.Errorf("message %q", app.Message())
 	}
 
-	_, err = NewPages(&fakeStore{}, &fakeSearch{}, nil).SearchPageProducts(ctx, in)
-	wantAppErr(t, err, ErrTypePageNoProducts, true)
+	// Nothing found: the message says why, from the backlog of the products it could match.
+	for _, tc := range []struct {
+		name    string
+		backlog search.Backlog
+		want    string
+	}{
+		{"empty segment", search.Backlog{}, "no product matches the query: product segment 12 has no member"},
+		{"all queued", search.Backlog{Products: 5, Queued: 5},
+			"no product matches the query: none of the 5 products of product segment 12 is embedded yet (5 still queued for an embedding); regenerate once they are embedded"},
+		{"all refused", search.Backlog{Products: 2, Refused: 2},
+			"no product matches the query: the embedding provider refused the texts of the 2 products of product segment 12 that have no embedding"},
+		{"embedded", search.Backlog{Products: 3, Embedded: 3},
+			`no product matches the query "linen dress" among the 3 embedded products of product segment 12`},
+	} {
+		_, err = NewPages(&fakeStore{}, &fakeSearch{backlog: tc.backlog}, nil).SearchPageProducts(ctx, in)
+		if app := wantAppErr(t, err, ErrTypePageNoProducts, true); app.Message() != tc.want {
+			t.Errorf("%s: message %q, want %q", tc.name, app.Message(), tc.want)
+		}
+	}
+	_, err = NewPages(&fakeStore{}, &fakeSearch{backlog: search.Backlog{Products: 4, Queued: 4}}, nil).SearchPageProducts(ctx,
+		SearchPageProductsInput{TenantID: 1, PageID: 2, Query: "linen dress", Limit: 12})
+	if app := wantAppErr(t, err, ErrTypePageNoProducts, true); app.Message() != "no product matches the query: none of the 4 products of the catalogue is embedded yet (4 still queued for an embedding); regenerate once they are embedded" {
+		t.Errorf("whole catalogue: message %q", app.Message())
+	}
+
+	// A query the search cannot embed: the message names it, not the catalogue.
+	noWords := &fakeSearch{err: errs.Invalid("q", search.NoWordsMessage)}
+	_, err = NewPages(&fakeStore{}, noWords, nil).SearchPageProducts(ctx, SearchPageProductsInput{TenantID: 1, PageID: 2, Query: "?!", Limit: 12})
+	if app := wantAppErr(t, err, ErrTypePageQueryNoWords, true); app.Message() != `the AIQuery's text "?!" `+search.NoWordsMessage {
+		t.Errorf("message %q", app.Message())
+	}
 
 	down := &fakeSearch{err: errs.Coded(errs.ErrUnavailable, search.CodeEmbeddingUnavailable, "the embedding service is unavailable")}
 	_, err = NewPages(&fakeStore{}, down, nil).SearchPageProducts(ctx, in)
@@ -104,6 +145,33 @@ func TestSearchPageProducts(t *testing.T) {
 	if err == nil || errors.As(err, &app) || !errors.Is(err, errs.ErrUnavailable) {
 		t.Errorf("provider down: %v, want a plain (retried) error", err)
 	}
+}
+
+// TestCheckPageEmbeddings: the queued count is recorded on the page and returned with the wait's
+// bound; a deleted segment is permanent.
+func TestCheckPageEmbeddings(t *testing.T) {
+	ctx := context.Background()
+	seg := int64(12)
+	in := CheckPageEmbeddingsInput{TenantID: 1, PageID: 2, ProductSegmentID: &seg}
+	store := &fakeStore{}
+	b := search.Backlog{Products: 10, Embedded: 6, Queued: 3, Refused: 1}
+	res, err := NewPages(store, &fakeSearch{backlog: b}, nil, WithEmbeddingWait(time.Minute)).CheckPageEmbeddings(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := CheckPageEmbeddingsResult{Products: 10, Embedded: 6, Pending: 3, Refused: 1, MaxWait: time.Minute}
+	if res != want || len(store.pending) != 1 || store.pending[0] != 3 {
+		t.Errorf("result %+v, recorded %v; want %+v and 3 recorded", res, store.pending, want)
+	}
+	res, err = NewPages(&fakeStore{}, &fakeSearch{}, nil).CheckPageEmbeddings(ctx, in)
+	if err != nil || res.MaxWait != DefaultEmbeddingWait {
+		t.Errorf("default bound: %+v %v", res, err)
+	}
+	gone := &fakeSearch{backlogErr: fmt.Errorf("product segment 12: %w", errs.ErrNotFound)}
+	_, err = NewPages(&fakeStore{}, gone, nil).CheckPageEmbeddings(ctx, in)
+	wantAppErr(t, err, ErrTypeProductSegmentGone, true)
+	_, err = NewPages(&fakeStore{err: errs.ErrNotFound}, &fakeSearch{}, nil).CheckPageEmbeddings(ctx, in)
+	wantAppErr(t, err, ErrTypePageGone, true)
 }
 
 func TestCopyError(t *testing.T) {

@@ -37,6 +37,19 @@ const (
 	// bulkFollowMaxWait.
 	bulkFollowWait    = 2 * time.Second
 	bulkFollowMaxWait = 30 * time.Second
+	// embeddingPollWait is the first wait before a generation counts the queued embeddings it
+	// waits for again; the wait doubles up to embeddingPollMaxWait (the bound of the whole wait
+	// comes from the activities: CheckPageEmbeddingsResult.MaxWait).
+	embeddingPollWait    = 2 * time.Second
+	embeddingPollMaxWait = 30 * time.Second
+)
+
+// Versions of PageGenerate's command sequence (workflow.GetVersion).
+const (
+	pageGenerateVersionID = "page-generate"
+	// pageGenerateWaitsForEmbeddings: a run counts the queued embeddings of the products its
+	// query could match (CheckPageEmbeddings) and waits for them before it searches.
+	pageGenerateWaitsForEmbeddings = 1
 )
 
 // PageGenerateID is the generation workflow of a page: one at a time; a request while it runs
@@ -88,7 +101,9 @@ func pageActivityOptions(ctx workflow.Context) (short, searchCtx, llm workflow.C
 
 // PageGenerate generates a page: semantic search for its AIQuery's text (restricted to the
 // query's product segment), copy through the AI provider (validated against the block
-// registry), then saves it (status ready, a new page version). A permanent failure (the
+// registry), then saves it (status ready, a new page version). Before it searches, a run waits
+// while products the query could match are still queued for their embeddings (see
+// waitForEmbeddings), so a page created right after a catalogue upload is built from all of it. A permanent failure (the
 // query's product segment was deleted, no valid copy in pagegen.MaxAttempts answers, a provider
 // that stays down) sets the page's status error with last_error, and the workflow fails with
 // that error; a page deleted meanwhile ends it quietly.
@@ -146,6 +161,11 @@ func generatePage(ctx workflow.Context, in PageGenerateInput, again bool, await 
 		return err
 	}
 	*begun = true
+	if workflow.GetVersion(ctx, pageGenerateVersionID, workflow.DefaultVersion, pageGenerateWaitsForEmbeddings) >= pageGenerateWaitsForEmbeddings {
+		if err := waitForEmbeddings(ctx, in, target.ProductSegmentID, await, short); err != nil {
+			return err
+		}
+	}
 	var found activities.SearchPageProductsResult
 	if err := await(workflow.ExecuteActivity(searchCtx, pageActs.SearchPageProducts, activities.SearchPageProductsInput{
 		TenantID: in.TenantID, PageID: in.PageID, Query: target.QueryText, Limit: PageProducts, ProductSegmentID: target.ProductSegmentID,
@@ -161,6 +181,39 @@ func generatePage(ctx workflow.Context, in PageGenerateInput, again bool, await 
 	return await(workflow.ExecuteActivity(short, pageActs.SavePageCopy, activities.SavePageCopyInput{
 		TenantID: in.TenantID, PageID: in.PageID, Copy: written,
 	}), nil)
+}
+
+// waitForEmbeddings waits while products the page's query could match (the catalogue, or the
+// query's product segment) are queued for their embeddings: it counts them (CheckPageEmbeddings,
+// which shows the count on the page as pending_embeddings), and while there are any it checks
+// again after a wait that doubles from embeddingPollWait to embeddingPollMaxWait, for at most the
+// activities' MaxWait. Products the embedding provider refused are not waited for (they may
+// never be embedded). Once the bound has passed the run goes on with the products embedded by
+// then; the page keeps the count of those left out in pending_embeddings.
+func waitForEmbeddings(ctx workflow.Context, in PageGenerateInput, segmentID *int64, await func(workflow.Future, any) error, short workflow.Context) error {
+	start := workflow.Now(ctx)
+	wait := embeddingPollWait
+	for {
+		var b activities.CheckPageEmbeddingsResult
+		if err := await(workflow.ExecuteActivity(short, pageActs.CheckPageEmbeddings, activities.CheckPageEmbeddingsInput{
+			TenantID: in.TenantID, PageID: in.PageID, ProductSegmentID: segmentID,
+		}), &b); err != nil {
+			return err
+		}
+		if b.Pending == 0 {
+			return nil
+		}
+		left := b.MaxWait - workflow.Now(ctx).Sub(start)
+		if left <= 0 {
+			workflow.GetLogger(ctx).Warn("generating before every product is embedded: the wait's bound passed",
+				"pending_embeddings", b.Pending, "waited", workflow.Now(ctx).Sub(start))
+			return nil
+		}
+		if err := await(workflow.NewTimer(ctx, min(wait, left)), nil); err != nil {
+			return err
+		}
+		wait = min(2*wait, embeddingPollMaxWait)
+	}
 }
 
 // isPageGone reports an activity failure saying the page no longer exists.

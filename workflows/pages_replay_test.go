@@ -26,7 +26,9 @@ import (
 //     (one more run), the first run failing (its product segment deleted), the second ready.
 //   - page_bulk_generate_v0.json: PageBulkGenerate over three pages, one whose generation was
 //     already running (the job waits and generates it after), one failing (invalid copy).
-var pageHistories = []string{"page_generate_v0.json", "page_bulk_generate_v0.json"}
+//   - page_generate_v1.json, page_bulk_generate_v1.json: the same runs once a generation checks
+//     the queued embeddings before it searches (pageGenerateWaitsForEmbeddings).
+var pageHistories = []string{"page_generate_v0.json", "page_bulk_generate_v0.json", "page_generate_v1.json", "page_bulk_generate_v1.json"}
 
 func TestPageWorkflowsReplay(t *testing.T) {
 	replayHistories(t, pageHistories, PageGenerate, PageBulkGenerate)
@@ -79,6 +81,9 @@ func (f *fakePages) register(w worker.Worker) {
 		}
 		return activities.SearchPageProductsResult{Products: testProducts()}, nil
 	}, "SearchPageProducts")
+	reg(func(context.Context, activities.CheckPageEmbeddingsInput) (activities.CheckPageEmbeddingsResult, error) {
+		return activities.CheckPageEmbeddingsResult{MaxWait: activities.DefaultEmbeddingWait}, nil
+	}, "CheckPageEmbeddings")
 	reg(func(_ context.Context, in activities.GeneratePageCopyInput) (pagegen.Copy, error) {
 		if in.PageID == 3 {
 			return pagegen.Copy{}, temporal.NewNonRetryableApplicationError(
@@ -203,8 +208,8 @@ func TestPageWorkflowsOnTheServer(t *testing.T) {
 	fake.mu.Unlock()
 
 	if os.Getenv("COHORT_RECORD_PAGE_HISTORIES") != "" {
-		recordHistory(ctx, t, tc, pageID, pageRun, "page_generate_v0.json")
-		recordHistory(ctx, t, tc, PageBulkGenerateID(serverTenant, jobID), bulkRun.GetRunID(), "page_bulk_generate_v0.json")
+		recordHistory(ctx, t, tc, pageID, pageRun, "page_generate_v1.json")
+		recordHistory(ctx, t, tc, PageBulkGenerateID(serverTenant, jobID), bulkRun.GetRunID(), "page_bulk_generate_v1.json")
 	}
 }
 

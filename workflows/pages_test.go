@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,6 +41,9 @@ type pageScript struct {
 	signals                                      []timedSignal
 	pending                                      [][]int64 // bulk: ListBulkPages answers in turn
 	more                                         []bool
+	// backlog: CheckPageEmbeddings's Pending answers in turn (then 0); embeddingWait its MaxWait.
+	backlog       []int64
+	embeddingWait time.Duration
 }
 
 // pageRecorder records the mocked activities' calls (they run on the test environment's
@@ -48,6 +52,7 @@ type pageRecorder struct {
 	mu                               sync.Mutex
 	loads                            []activities.LoadPageQueryInput
 	searches                         []activities.SearchPageProductsInput
+	checks                           []time.Time // CheckPageEmbeddings, at workflow time
 	copies                           []activities.GeneratePageCopyInput
 	saves                            []activities.SavePageCopyInput
 	fails                            []activities.FailPageGenerationInput
@@ -104,6 +109,22 @@ func mockPageActivities(env *testsuite.TestWorkflowEnvironment, s pageScript, re
 			}
 			seg := int64(9)
 			return activities.LoadPageQueryResult{Title: fmt.Sprintf("Page %d", in.PageID), QueryID: 3, QueryText: "linen dresses", ProductSegmentID: &seg}, nil
+		})
+	env.OnActivity(pageActs.CheckPageEmbeddings, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.CheckPageEmbeddingsInput) (activities.CheckPageEmbeddingsResult, error) {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			i := len(rec.checks)
+			rec.checks = append(rec.checks, env.Now())
+			var n int64
+			if i < len(s.backlog) {
+				n = s.backlog[i]
+			}
+			wait := s.embeddingWait
+			if wait == 0 {
+				wait = activities.DefaultEmbeddingWait
+			}
+			return activities.CheckPageEmbeddingsResult{Products: 10, Embedded: 10 - n, Pending: n, MaxWait: wait}, nil
 		})
 	env.OnActivity(pageActs.SearchPageProducts, mock.Anything, mock.Anything).After(s.searchDelay).Return(
 		func(_ context.Context, in activities.SearchPageProductsInput) (activities.SearchPageProductsResult, error) {
@@ -188,6 +209,41 @@ func mockPageActivities(env *testsuite.TestWorkflowEnvironment, s pageScript, re
 			rec.finishJob = res
 			return res, nil
 		})
+}
+
+// TestPageGenerateWaitsForEmbeddings: while products are queued for their embeddings the run
+// checks again with a growing wait and searches only once none is left; when they stay queued,
+// it searches once the bound has passed, not before and not never.
+func TestPageGenerateWaitsForEmbeddings(t *testing.T) {
+	rec, res, err := runPageGenerate(t, pageScript{backlog: []int64{7, 4, 4, 1}})
+	if err != nil || res.Status != page.StatusReady {
+		t.Fatalf("result %+v, error %v", res, err)
+	}
+	if len(rec.checks) != 5 || len(rec.searches) != 1 || len(rec.saves) != 1 {
+		t.Fatalf("%d checks, %d searches, %d saves; want 5 checks (7, 4, 4, 1, 0 queued), then the search and the save",
+			len(rec.checks), len(rec.searches), len(rec.saves))
+	}
+	for i, want := range []time.Duration{embeddingPollWait, 2 * embeddingPollWait, 4 * embeddingPollWait, 8 * embeddingPollWait} {
+		if got := rec.checks[i+1].Sub(rec.checks[i]); got != want {
+			t.Errorf("wait %d: %s, want %s", i+1, got, want)
+		}
+	}
+
+	// Embeddings that stay queued: the wait stops at the bound, then the page is generated.
+	stuck := make([]int64, 100)
+	for i := range stuck {
+		stuck[i] = 3
+	}
+	rec, res, err = runPageGenerate(t, pageScript{backlog: stuck, embeddingWait: 3 * time.Minute})
+	if err != nil || res.Status != page.StatusReady || len(rec.searches) != 1 || len(rec.saves) != 1 {
+		t.Fatalf("bound passed: result %+v, error %v, %d searches, %d saves", res, err, len(rec.searches), len(rec.saves))
+	}
+	if waited := rec.checks[len(rec.checks)-1].Sub(rec.checks[0]); waited != 3*time.Minute {
+		t.Errorf("waited %s between the first and the last check, want the 3m bound", waited)
+	}
+	if n := len(rec.checks); n > 12 {
+		t.Errorf("%d checks in 3 minutes: the wait does not back off", n)
+	}
 }
 
 func runPageGenerate(t *testing.T, s pageScript) (*pageRecorder, PageGenerateResult, error) {
@@ -505,7 +561,7 @@ type pagesStack struct {
 	ai      ai.Provider
 }
 
-func newPagesStack(t testing.TB) *pagesStack {
+func newPagesStack(t testing.TB, opts ...activities.PagesOption) *pagesStack {
 	t.Helper()
 	db := testenv.OpenDB(t)
 	tc := testenv.Temporal(t)
@@ -532,7 +588,7 @@ func newPagesStack(t testing.TB) *pagesStack {
 	w := worker.New(tc, queue, worker.Options{})
 	w.RegisterWorkflow(PageGenerate)
 	w.RegisterWorkflow(PageBulkGenerate)
-	w.RegisterActivity(activities.NewPages(s.pages, s.search, local))
+	w.RegisterActivity(activities.NewPages(s.pages, s.search, local, opts...))
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -584,6 +640,14 @@ var e2eProducts = []map[string]any{
 // seedCatalog stores the schema and products, embeds them and returns product ids by SKU.
 func (s *pagesStack) seedCatalog(t testing.TB, tenantID int64) map[string]int64 {
 	t.Helper()
+	s.storeCatalog(t, tenantID)
+	s.drain(t, tenantID)
+	return s.productIDs(t, tenantID)
+}
+
+// storeCatalog stores the schema and products; their embeddings stay queued.
+func (s *pagesStack) storeCatalog(t testing.TB, tenantID int64) {
+	t.Helper()
 	ctx := context.Background()
 	if _, err := s.catalog.PutSchema(ctx, tenantID, catalog.Schema{Fields: []catalog.Field{
 		{Name: "category", Type: catalog.TypeString, Facet: true, Searchable: true},
@@ -597,7 +661,12 @@ func (s *pagesStack) seedCatalog(t testing.TB, tenantID int64) map[string]int64 
 	if _, err := s.catalog.Bulk(ctx, tenantID, e2eProducts); err != nil {
 		t.Fatal(err)
 	}
-	s.drain(t, tenantID)
+}
+
+// productIDs returns the tenant's product ids by SKU.
+func (s *pagesStack) productIDs(t testing.TB, tenantID int64) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
 	ids := map[string]int64{}
 	rows, err := s.db.Pool.Query(ctx, `SELECT sku, id FROM products WHERE tenant_id = $1`, tenantID)
 	if err != nil {
@@ -800,4 +869,126 @@ func TestPageGenerationEndToEnd(t *testing.T) {
 	if again, _ := s.pages.BulkJob(ctx, tn, started.JobID); again.Status != job.Status || again.Failed != 1 || !again.FinishedAt.Equal(*job.FinishedAt) {
 		t.Errorf("job after a second start %+v, was %+v", again.BulkJob, job.BulkJob)
 	}
+}
+
+// pollPage reads the page until cond holds (within a minute) and returns it.
+func (s *pagesStack) pollPage(t *testing.T, tenantID, pageID int64, what string, cond func(*page.Page) bool) *page.Page {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		p, err := s.pages.GetPage(context.Background(), tenantID, pageID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cond(p) {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within a minute; page status %s, pending_embeddings %s, last_error %s", what, p.Status, asJSON(p.PendingEmbeddings), asJSON(p.LastError))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func pendingIs(p *page.Page, n int64) bool {
+	return p.PendingEmbeddings != nil && *p.PendingEmbeddings == n
+}
+
+// TestPageGenerationWaitsForEmbeddings runs generation on the embedded Temporal server against
+// Postgres: a page created while its catalogue's embeddings are still queued waits (GET shows it
+// generating with the pending count) and, once they are embedded, is ready from every matching
+// product. A page whose embeddings stay queued past the bound is generated from the embedded
+// ones and keeps the count of those left out.
+func TestPageGenerationWaitsForEmbeddings(t *testing.T) {
+	ctx := context.Background()
+	t.Run("embedded while waiting", func(t *testing.T) {
+		s := newPagesStack(t, activities.WithEmbeddingWait(time.Minute))
+		tn := testenv.Tenant(t, s.db, "e2e-pages-wait")
+		s.storeCatalog(t, tn) // queued, none embedded
+		q, err := s.pages.CreateQuery(ctx, tn, page.QueryInput{Text: "linen summer dress"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.pages.CreatePage(ctx, tn, page.CreateInput{Query: &q.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.pollPage(t, tn, p.ID, "the pending count while waiting", func(p *page.Page) bool {
+			return p.Status == page.StatusGenerating && pendingIs(p, int64(len(e2eProducts)))
+		})
+		s.drain(t, tn)
+		got, werr := s.waitPage(t, tn, p.ID)
+		if werr != nil {
+			t.Fatalf("generation: %v", werr)
+		}
+		checkGenerated(t, got, 1)
+		if len(got.ProductSKUs) != len(e2eProducts) || !strings.HasPrefix(got.ProductSKUs[0], "LD-") || got.PendingEmbeddings != nil {
+			t.Errorf("products %v, pending_embeddings %v: want every product, a linen dress first, none pending",
+				got.ProductSKUs, got.PendingEmbeddings)
+		}
+	})
+	t.Run("bound passed", func(t *testing.T) {
+		s := newPagesStack(t, activities.WithEmbeddingWait(3*time.Second))
+		tn := testenv.Tenant(t, s.db, "e2e-pages-wait-bound")
+		s.storeCatalog(t, tn)
+		if _, err := s.catalog.DrainEmbeddings(ctx, tn, s.ai, 4); err != nil {
+			t.Fatal(err)
+		}
+		q, err := s.pages.CreateQuery(ctx, tn, page.QueryInput{Text: "linen summer dress"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.pages.CreatePage(ctx, tn, page.CreateInput{Query: &q.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := int64(len(e2eProducts) - 4)
+		s.pollPage(t, tn, p.ID, "the pending count while waiting", func(p *page.Page) bool {
+			return p.Status == page.StatusGenerating && pendingIs(p, left)
+		})
+		got, werr := s.waitPage(t, tn, p.ID)
+		if werr != nil {
+			t.Fatalf("generation past the bound: %v", werr)
+		}
+		checkGenerated(t, got, 1)
+		if len(got.ProductSKUs) != 4 || !pendingIs(got, left) {
+			t.Errorf("products %v, pending_embeddings %v: want the 4 embedded and %d left out", got.ProductSKUs, got.PendingEmbeddings, left)
+		}
+	})
+}
+
+// TestPageGenerationQueryWithoutWords: a page whose AIQuery's text was changed to one the search
+// cannot use fails with a message that names the query, not the catalogue.
+func TestPageGenerationQueryWithoutWords(t *testing.T) {
+	ctx := context.Background()
+	s := newPagesStack(t)
+	tn := testenv.Tenant(t, s.db, "e2e-pages-nowords")
+	s.seedCatalog(t, tn)
+	q, err := s.pages.CreateQuery(ctx, tn, page.QueryInput{Text: "linen summer dress"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.pages.CreatePage(ctx, tn, page.CreateInput{Query: &q.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, werr := s.waitPage(t, tn, p.ID); werr != nil {
+		t.Fatal(werr)
+	}
+	if _, err := s.pages.UpdateQuery(ctx, tn, q.ID, page.QueryPatch{Text: new("?! ...")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.pages.Regenerate(ctx, tn, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, werr := s.waitPage(t, tn, p.ID)
+	want := `the AIQuery's text "?! ..." ` + search.NoWordsMessage
+	if werr == nil || got.Status != page.StatusError || got.LastError == nil || *got.LastError != want {
+		t.Fatalf("page %s, last_error %v, workflow error %v; want error %q", got.Status, got.LastError, werr, want)
+	}
+}
+
+func asJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }

@@ -180,6 +180,9 @@ type AIConfig struct {
 	ChatModel      string // OPENAI_CHAT_MODEL
 	EmbeddingModel string // OPENAI_EMBEDDING_MODEL
 	Dimensions     int    // OPENAI_EMBEDDING_DIMENSIONS
+	// PageEmbeddingWait bounds how long a page generation waits for the queued embeddings of the
+	// products its query could match (COHORT_PAGE_EMBEDDING_WAIT; 0: activities.DefaultEmbeddingWait).
+	PageEmbeddingWait time.Duration
 }
 
 type JWTConfig struct {
@@ -256,9 +259,10 @@ func Load(env Getenv) (*Config, error) {
 			// Empty: the provider's own default (gpt-4o-mini and text-embedding-3-small for openai,
 			// local-template and local-ngram-v1 for local), so stored embeddings name the model
 			// that made them.
-			ChatModel:      r.str("OPENAI_CHAT_MODEL", ""),
-			EmbeddingModel: r.str("OPENAI_EMBEDDING_MODEL", ""),
-			Dimensions:     r.integer("OPENAI_EMBEDDING_DIMENSIONS", 0),
+			ChatModel:         r.str("OPENAI_CHAT_MODEL", ""),
+			EmbeddingModel:    r.str("OPENAI_EMBEDDING_MODEL", ""),
+			Dimensions:        r.integer("OPENAI_EMBEDDING_DIMENSIONS", 0),
+			PageEmbeddingWait: r.duration("COHORT_PAGE_EMBEDDING_WAIT", 0),
 		},
 		JWT: JWTConfig{
 			JWKSURL:     r.str("COHORT_JWKS_URL", ""),

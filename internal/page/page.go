@@ -166,23 +166,28 @@ type QueryPatch struct {
 
 // Page is a generated page as GET /api/ai-pages/pages/{id}/ shows it.
 type Page struct {
-	ID            int64            `json:"id"`
-	Slug          string           `json:"slug"`
-	Query         *int64           `json:"query"` // the AIQuery's id; null once the query was deleted
-	Title         string           `json:"title"`
-	Published     bool             `json:"published"`
-	IntroCopy     string           `json:"intro_copy"`
-	ProductSKUs   []string         `json:"product_skus"`
-	Blocks        []block.Block    `json:"blocks"`
-	Status        string           `json:"status"`
-	LastError     *string          `json:"last_error"`
-	GeneratedAt   *time.Time       `json:"generated_at"`
-	ViewCount     int64            `json:"view_count"`
-	LastAICrawlAt *time.Time       `json:"last_ai_crawl_at"`
-	AICrawls      map[string]int64 `json:"ai_crawls"` // reads per known AI crawler
-	Version       int              `json:"version"`   // the latest version's n; 0 before any
-	CreatedAt     time.Time        `json:"created_at"`
-	UpdatedAt     time.Time        `json:"updated_at"`
+	ID          int64         `json:"id"`
+	Slug        string        `json:"slug"`
+	Query       *int64        `json:"query"` // the AIQuery's id; null once the query was deleted
+	Title       string        `json:"title"`
+	Published   bool          `json:"published"`
+	IntroCopy   string        `json:"intro_copy"`
+	ProductSKUs []string      `json:"product_skus"`
+	Blocks      []block.Block `json:"blocks"`
+	Status      string        `json:"status"`
+	LastError   *string       `json:"last_error"`
+	// PendingEmbeddings: while generating, how many products the page's query could match are
+	// still queued for their embeddings (the generation waits for them, up to a bound); on a
+	// ready page, how many were still queued when the bound passed, so the page was generated
+	// without them (regenerate once they are embedded); null when none.
+	PendingEmbeddings *int64           `json:"pending_embeddings"`
+	GeneratedAt       *time.Time       `json:"generated_at"`
+	ViewCount         int64            `json:"view_count"`
+	LastAICrawlAt     *time.Time       `json:"last_ai_crawl_at"`
+	AICrawls          map[string]int64 `json:"ai_crawls"` // reads per known AI crawler
+	Version           int              `json:"version"`   // the latest version's n; 0 before any
+	CreatedAt         time.Time        `json:"created_at"`
+	UpdatedAt         time.Time        `json:"updated_at"`
 }
 
 // PageSummary is a page in GET /api/ai-pages/pages/: without intro_copy, product_skus, blocks

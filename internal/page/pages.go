@@ -19,7 +19,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/store"
 )
 
-const pageColumns = "id, query_id, slug, title, published, intro_copy, product_skus, blocks, status, last_error, generated_at, view_count, last_ai_crawl_at, version, created_at, updated_at"
+const pageColumns = "id, query_id, slug, title, published, intro_copy, product_skus, blocks, status, last_error, pending_embeddings, generated_at, view_count, last_ai_crawl_at, version, created_at, updated_at"
 
 func decodeBlocks(raw []byte) ([]block.Block, error) {
 	out := []block.Block{}
@@ -43,7 +43,7 @@ func scanPage(row pgx.Row) (*Page, error) {
 	var p Page
 	var blocks []byte
 	if err := row.Scan(&p.ID, &p.Query, &p.Slug, &p.Title, &p.Published, &p.IntroCopy, &p.ProductSKUs, &blocks,
-		&p.Status, &p.LastError, &p.GeneratedAt, &p.ViewCount, &p.LastAICrawlAt, &p.Version, &p.CreatedAt, &p.UpdatedAt); err != nil {
+		&p.Status, &p.LastError, &p.PendingEmbeddings, &p.GeneratedAt, &p.ViewCount, &p.LastAICrawlAt, &p.Version, &p.CreatedAt, &p.UpdatedAt); err != nil {
 		return nil, err
 	}
 	if p.ProductSKUs == nil {
@@ -244,6 +244,9 @@ func (s *Service) CreatePage(ctx context.Context, tenantID int64, in CreateInput
 		}
 		if err != nil {
 			return nil, fmt.Errorf("load AIQuery %d: %w", *in.Query, err)
+		}
+		if err := checkSearchable(*in.Query, queryText); err != nil {
+			return nil, err
 		}
 	} else {
 		err := s.pool.QueryRow(ctx, `SELECT name FROM page_templates WHERE tenant_id = $1 AND id = $2`, tenantID, *in.TemplateID).Scan(&queryText)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -170,6 +171,11 @@ func (s *Service) Search(ctx context.Context, tenantID int64, in In) (*Result, e
 	if err != nil {
 		return nil, err
 	}
+	if isZero(vec) {
+		// The provider found nothing to embed (the local one: no word at all): a zero vector is
+		// similar to nothing, so the search could only ever answer "no match".
+		return nil, errs.Invalid("q", EmbedsToNothingMessage)
+	}
 	model := s.embedder.EmbeddingModel()
 	matches, err := s.index.TopK(ctx, tenantID, model, vec, limit, allow)
 	if err != nil {
@@ -184,6 +190,34 @@ func (s *Service) Search(ctx context.Context, tenantID int64, in In) (*Result, e
 	return out, nil
 }
 
+// Messages of a query the search cannot use: NoWordsMessage when its text has no word at all,
+// EmbedsToNothingMessage when the embedding model found nothing in it (a zero vector).
+const (
+	NoWordsMessage         = "has no words the search can use (only punctuation, symbols or spaces): use words that describe the products"
+	EmbedsToNothingMessage = "has no words the search can use (the embedding model finds nothing in it, so it would match no product): use words that describe the products"
+)
+
+// HasWords reports whether text has a word the search can embed: a letter or a digit. A text
+// without one (punctuation, symbols) embeds to a zero vector, which matches nothing; callers that
+// take a query's text ahead of a search refuse it with NoWordsMessage.
+func HasWords(text string) bool {
+	for _, r := range text {
+		if unicode.IsLetter(r) || unicode.IsNumber(r) {
+			return true
+		}
+	}
+	return false
+}
+
+func isZero(v []float32) bool {
+	for _, x := range v {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 func validate(in In) (string, int, error) {
 	f := errs.Fields{}
 	q := strings.TrimSpace(in.Query)
@@ -194,6 +228,8 @@ func validate(in In) (string, int, error) {
 		f.Add("q", "is required: the text to search for")
 	case utf8.RuneCountInString(q) > MaxQueryChars:
 		f.Add("q", "must be at most %d characters", MaxQueryChars)
+	case !HasWords(q):
+		f.Add("q", "%s", NoWordsMessage)
 	}
 	limit := in.Limit
 	if limit == 0 {
@@ -523,4 +559,40 @@ func (c *productCounts) put(tenantID, version, count int64) {
 		}
 	}
 	c.entries[tenantID] = [2]int64{version, count}
+}
+
+// Backlog is the state of the embeddings of the products a search could match (the tenant's
+// catalogue, or a product segment's members).
+type Backlog struct {
+	Products int64 // products it could match
+	Embedded int64 // of those, with a vector of the provider's current model
+	// Queued are queued for an embedding and not refused by the provider: a drain embeds them
+	// (its workflow retries a provider that is down). A generation waits for these.
+	Queued int64
+	// Refused are queued but refused by the provider at least once (or parked after
+	// catalog.MaxEmbedAttempts refusals): they may never be embedded, so nothing waits for them.
+	Refused int64
+}
+
+// Backlog counts the embeddings of the tenant's products, or of the members of its product
+// segment segmentID when set (errs.ErrNotFound when the tenant has no such segment).
+func (s *Service) Backlog(ctx context.Context, tenantID int64, segmentID *int64) (Backlog, error) {
+	var out Backlog
+	var exists bool
+	err := s.pool.QueryRow(ctx, `WITH scope AS (
+			SELECT p.id FROM products p WHERE p.tenant_id = $1 AND ($2::bigint IS NULL OR EXISTS (
+				SELECT 1 FROM product_segment_members m WHERE m.tenant_id = $1 AND m.segment_id = $2 AND m.product_id = p.id)))
+		SELECT $2::bigint IS NULL OR EXISTS (SELECT 1 FROM product_segments WHERE tenant_id = $1 AND id = $2),
+			(SELECT count(*) FROM scope),
+			(SELECT count(*) FROM scope JOIN product_embeddings e ON e.product_id = scope.id AND e.model = $3),
+			(SELECT count(*) FROM scope JOIN product_embedding_queue q ON q.product_id = scope.id AND q.last_error IS NULL AND q.attempts = 0),
+			(SELECT count(*) FROM scope JOIN product_embedding_queue q ON q.product_id = scope.id AND (q.last_error IS NOT NULL OR q.attempts > 0))`,
+		tenantID, segmentID, s.embedder.EmbeddingModel()).Scan(&exists, &out.Products, &out.Embedded, &out.Queued, &out.Refused)
+	if err != nil {
+		return out, fmt.Errorf("count pending embeddings: %w", err)
+	}
+	if !exists {
+		return Backlog{}, fmt.Errorf("product segment %d: %w", *segmentID, errs.ErrNotFound)
+	}
+	return out, nil
 }

@@ -135,6 +135,7 @@ func TestSearchValidation(t *testing.T) {
 		{"blank q", In{Query: " \t\n "}, "q"},
 		{"long q", In{Query: strings.Repeat("é", MaxQueryChars+1)}, "q"},
 		{"invalid utf-8", In{Query: "dress \xff"}, "q"},
+		{"only punctuation", In{Query: "?! ... -- ?"}, "q"},
 		{"negative limit", In{Query: "dress", Limit: -1}, "limit"},
 		{"limit above max", In{Query: "dress", Limit: MaxLimit + 1}, "limit"},
 		{"segment 0", In{Query: "dress", SegmentID: &zero}, "segment_id"},
@@ -152,6 +153,81 @@ func TestSearchValidation(t *testing.T) {
 		if _, err := svc.Search(f.ctx, a, in); err != nil {
 			t.Errorf("%+v: %v", in, err)
 		}
+	}
+}
+
+// zeroEmbedder is a provider that finds nothing to embed in any text.
+type zeroEmbedder struct{ dims int }
+
+func (z zeroEmbedder) EmbeddingModel() string { return "zero" }
+func (z zeroEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i := range out {
+		out[i] = make([]float32, z.dims)
+	}
+	return out, nil
+}
+
+// TestSearchQueryWithoutWords: a query the provider embeds to a zero vector (it would be similar
+// to nothing) is a validation error of q that says so, not an empty result.
+func TestSearchQueryWithoutWords(t *testing.T) {
+	f := newFixture(t)
+	a := f.tenant("a")
+	_, err := f.service(zeroEmbedder{dims: 8}, Config{}).Search(f.ctx, a, In{Query: "the of and"})
+	var ve *errs.ValidationError
+	if !errors.As(err, &ve) || ve.Fields["q"] != EmbedsToNothingMessage {
+		t.Fatalf("error %v, want q: %s", err, EmbedsToNothingMessage)
+	}
+	for text, want := range map[string]bool{"?!": false, " -- ... ": false, "€ %": false, "dress": true, "été": true, "42": true, "the": true} {
+		if HasWords(text) != want {
+			t.Errorf("HasWords(%q) = %v, want %v", text, !want, want)
+		}
+	}
+}
+
+// TestBacklog: the products a search could match and the state of their embeddings: embedded,
+// queued (waited for), refused by the provider (not waited for), within a segment when set.
+func TestBacklog(t *testing.T) {
+	f := newFixture(t)
+	a, b := f.tenant("a"), f.tenant("b")
+	f.apparelSchema(a)
+	f.bulk(a,
+		product("LD-1", "Linen summer dress", "material", "linen"),
+		product("LS-1", "Linen shirt", "material", "linen"),
+		product("WC-1", "Wool coat", "material", "wool"),
+	)
+	svc := f.service(f.local, Config{})
+	got, err := svc.Backlog(f.ctx, a, nil)
+	if want := (Backlog{Products: 3, Queued: 3}); err != nil || got != want {
+		t.Fatalf("all queued: %+v %v, want %+v", got, err, want)
+	}
+	f.embed(a)
+	// Two more products: one queued, one the provider refused once.
+	more := f.bulk(a, product("LT-1", "Linen trousers", "material", "linen"), product("WS-1", "Wool scarf", "material", "wool"))
+	if _, err := f.db.Pool.Exec(f.ctx, `UPDATE product_embedding_queue SET attempts = 1, last_error = 'refused', available_at = now() + interval '1 minute'
+		WHERE tenant_id = $1 AND product_id = $2`, a, more["WS-1"]); err != nil {
+		t.Fatal(err)
+	}
+	got, err = svc.Backlog(f.ctx, a, nil)
+	if want := (Backlog{Products: 5, Embedded: 3, Queued: 1, Refused: 1}); err != nil || got != want {
+		t.Fatalf("catalogue: %+v %v, want %+v", got, err, want)
+	}
+	seg, err := f.segs.Create(f.ctx, a, prodseg.CreateInput{Name: "Linen", Definition: json.RawMessage(`{"conditions":[{"field":"material","operator":"eq","value":"linen"}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.segs.Compute(f.ctx, a, seg.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err = svc.Backlog(f.ctx, a, &seg.ID)
+	if want := (Backlog{Products: 3, Embedded: 2, Queued: 1}); err != nil || got != want {
+		t.Fatalf("segment: %+v %v, want %+v", got, err, want)
+	}
+	if _, err := svc.Backlog(f.ctx, b, &seg.ID); !errors.Is(err, errs.ErrNotFound) {
+		t.Errorf("another tenant's segment: %v, want not found", err)
+	}
+	if got, err := svc.Backlog(f.ctx, b, nil); err != nil || got != (Backlog{}) {
+		t.Errorf("empty tenant: %+v %v", got, err)
 	}
 }
 
