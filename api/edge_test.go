@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -122,5 +123,36 @@ func TestHeadWhereverGet(t *testing.T) {
 	r := noRedirect(t, http.MethodHead, ts.URL+"/api/auth/session/", nil)
 	if r.Status != http.StatusMethodNotAllowed || !strings.Contains(r.Header.Get("Allow"), "POST") {
 		t.Errorf("HEAD of a POST route: %d, Allow %q", r.Status, r.Header.Get("Allow"))
+	}
+}
+
+// TestHeadCountsNoView: a HEAD of the public page checks it without anybody reading it, so it
+// counts no view (and no crawl); the GETs around it count one each.
+func TestHeadCountsNoView(t *testing.T) {
+	e := pagesServer(t, page.Options{})
+	ts := serve(t, e.f.newServer(t, func(d *Deps) { d.Pages = &PagesDeps{Service: e.svc} }))
+	q := e.query(t, e.f.A, `{"text":"linen dresses"}`)
+	pub := e.page(t, e.f.A, fmt.Sprintf(`{"query":%d,"published":true,"slug":"linen"}`, q.ID))
+	e.generate(t, e.f.A.T.ID, pub.ID, "Linen")
+	url := ts.URL + "/api/ai-pages/public/pages/" + e.f.A.T.Slug + "/linen/"
+	views := func() int64 {
+		t.Helper()
+		r := noRedirect(t, http.MethodGet, url, nil)
+		var body struct {
+			ViewCount int64 `json:"view_count"`
+		}
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &body) != nil {
+			t.Fatalf("GET %d: %s", r.Status, r.Body)
+		}
+		return body.ViewCount
+	}
+	before := views()
+	for range 3 {
+		if r := noRedirect(t, http.MethodHead, url, http.Header{"User-Agent": {"GPTBot/1.0"}}); r.Status != http.StatusOK {
+			t.Fatalf("HEAD %d", r.Status)
+		}
+	}
+	if after := views(); after != before+1 {
+		t.Errorf("view_count %d after a GET, 3 HEADs and a GET (was %d): HEADs were counted", after, before)
 	}
 }

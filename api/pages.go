@@ -252,7 +252,11 @@ func (s *Server) publicPage(c *gin.Context) {
 		abort(c, codedNotFound("page not found"))
 		return
 	}
-	body, err := s.d.Pages.Service.PublicPage(c.Request.Context(), c.Param("tenant_slug"), c.Param("page_slug"), c.GetHeader("User-Agent"))
+	ctx := c.Request.Context()
+	if isHead(c.Request) { // a HEAD checks the page; nobody read it
+		ctx = page.WithoutCounting(ctx)
+	}
+	body, err := s.d.Pages.Service.PublicPage(ctx, c.Param("tenant_slug"), c.Param("page_slug"), c.GetHeader("User-Agent"))
 	if err != nil {
 		abort(c, err)
 		read := metrics.ReadError

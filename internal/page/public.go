@@ -141,7 +141,7 @@ type publicPageJSON struct {
 // An unknown tenant, an unknown or unpublished page and another tenant's page are the same
 // not-found error. Each read counts one view (in memory, written by Run), and a User-Agent that
 // names a known AI crawler (Crawlers) records a crawl; view_count includes the reads not yet
-// written, this one among them.
+// written, this one among them. A read through a WithoutCounting context counts nothing.
 func (s *Service) PublicPage(ctx context.Context, tenantSlug, pageSlug, userAgent string) ([]byte, error) {
 	if !tenantSlugRE.MatchString(tenantSlug) || checkSlug(pageSlug) != "" {
 		return nil, errPublicNotFound()
@@ -159,7 +159,7 @@ func (s *Service) PublicPage(ctx context.Context, tenantSlug, pageSlug, userAgen
 		return nil, errPublicNotFound()
 	}
 	views := e.base
-	if !s.opts.DisableViewCounting {
+	if !s.opts.DisableViewCounting && !uncounted(ctx) {
 		s.counter.record(e.tenantID, e.pageID, s.crawlers.match(userAgent), now)
 		views += e.local.Add(1)
 	}
@@ -168,6 +168,17 @@ func (s *Service) PublicPage(ctx context.Context, tenantSlug, pageSlug, userAgen
 	buf = strconv.AppendInt(buf, views, 10)
 	return append(buf, e.rest...), nil
 }
+
+// uncountedKey marks a context whose public reads count no view (a HEAD request: nobody saw it).
+type uncountedKey struct{}
+
+// WithoutCounting returns ctx marked so that PublicPage reads through it count no view and no
+// crawl (a HEAD request, which checks a page without anybody reading it).
+func WithoutCounting(ctx context.Context) context.Context {
+	return context.WithValue(ctx, uncountedKey{}, true)
+}
+
+func uncounted(ctx context.Context) bool { return ctx.Value(uncountedKey{}) != nil }
 
 func (s *Service) loadPublic(ctx context.Context, tenantSlug, pageSlug string) (*publicEntry, error) {
 	var (
