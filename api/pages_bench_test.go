@@ -134,7 +134,7 @@ func BenchmarkPublicPage(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := setup.CreatePage(ctx, f.A.T.ID, page.CreateInput{Query: &q.ID, Published: ptrTo(true)})
+	p, err := setup.CreatePage(ctx, f.A.T.ID, page.CreateInput{Query: &q.ID, Published: new(true)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -202,5 +202,3 @@ func BenchmarkPublicPage(b *testing.B) {
 		})
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }

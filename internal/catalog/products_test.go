@@ -257,7 +257,7 @@ func TestOtherTenantsProduct(t *testing.T) {
 	}{
 		{name: "get", call: func() error { _, err := f.svc.Get(f.ctx, b, p.ID); return err }},
 		{name: "update", call: func() error {
-			_, err := f.svc.Update(f.ctx, b, p.ID, catalog.ProductPatch{Name: ptr("Stolen"), Data: json.RawMessage(`{"color":"blue"}`)})
+			_, err := f.svc.Update(f.ctx, b, p.ID, catalog.ProductPatch{Name: new("Stolen"), Data: json.RawMessage(`{"color":"blue"}`)})
 			return err
 		}},
 		{name: "delete", call: func() error { return f.svc.Delete(f.ctx, b, p.ID) }},
@@ -297,19 +297,19 @@ func TestUpdateAndDelete(t *testing.T) {
 	}{
 		{name: "merge: value replaces, null removes, absent kept", patch: catalog.ProductPatch{Data: json.RawMessage(`{"size":null,"qty":2,"tags":[" a ","b"]}`)},
 			wantName: "Shirt", wantData: `{"brand":"Acme","color":"red","qty":2,"tags":["a","b"]}`, wantUpdated: true},
-		{name: "rename only", patch: catalog.ProductPatch{Name: ptr("  Better shirt ")}, wantName: "Better shirt", wantData: `{"brand":"Acme","color":"red","qty":2,"tags":["a","b"]}`, wantUpdated: true},
-		{name: "same values change nothing", patch: catalog.ProductPatch{Name: ptr("Better shirt"), Data: json.RawMessage(`{"qty":2.0,"color":" red ","tags":["a","b"]}`)},
+		{name: "rename only", patch: catalog.ProductPatch{Name: new("  Better shirt ")}, wantName: "Better shirt", wantData: `{"brand":"Acme","color":"red","qty":2,"tags":["a","b"]}`, wantUpdated: true},
+		{name: "same values change nothing", patch: catalog.ProductPatch{Name: new("Better shirt"), Data: json.RawMessage(`{"qty":2.0,"color":" red ","tags":["a","b"]}`)},
 			wantName: "Better shirt", wantData: `{"brand":"Acme","color":"red","qty":2,"tags":["a","b"]}`},
 		{name: "empty patch changes nothing", patch: catalog.ProductPatch{}, wantName: "Better shirt", wantData: `{"brand":"Acme","color":"red","qty":2,"tags":["a","b"]}`},
 		{name: "null data changes nothing", patch: catalog.ProductPatch{Data: json.RawMessage(`null`)}, wantName: "Better shirt", wantData: `{"brand":"Acme","color":"red","qty":2,"tags":["a","b"]}`},
 		{name: "removing an absent field changes nothing", patch: catalog.ProductPatch{Data: json.RawMessage(`{"size":null}`)}, wantName: "Better shirt", wantData: `{"brand":"Acme","color":"red","qty":2,"tags":["a","b"]}`},
-		{name: "wrong type", patch: catalog.ProductPatch{Name: ptr("Nope"), Data: json.RawMessage(`{"qty":"many","color":"blue"}`)}, wantErr: map[string]string{"data.qty": "whole number"}},
+		{name: "wrong type", patch: catalog.ProductPatch{Name: new("Nope"), Data: json.RawMessage(`{"qty":"many","color":"blue"}`)}, wantErr: map[string]string{"data.qty": "whole number"}},
 		{name: "unknown field", patch: catalog.ProductPatch{Data: json.RawMessage(`{"colour":"blue"}`)}, wantErr: map[string]string{"data.colour": "not a field"}},
 		{name: "sku in data", patch: catalog.ProductPatch{Data: json.RawMessage(`{"sku":"X"}`)}, wantErr: map[string]string{"data.sku": "top-level"}},
 		{name: "removing a required field", patch: catalog.ProductPatch{Data: json.RawMessage(`{"brand":null}`)}, wantErr: map[string]string{"data.brand": "is required"}},
-		{name: "blank name", patch: catalog.ProductPatch{Name: ptr("   ")}, wantErr: map[string]string{"name": "is required"}},
+		{name: "blank name", patch: catalog.ProductPatch{Name: new("   ")}, wantErr: map[string]string{"name": "is required"}},
 		{name: "data not an object", patch: catalog.ProductPatch{Data: json.RawMessage(`[1]`)}, wantErr: map[string]string{"data": "must be an object"}},
-		{name: "both again", patch: catalog.ProductPatch{Name: ptr("Shirt"), Data: json.RawMessage(`{"color":"blue"}`)},
+		{name: "both again", patch: catalog.ProductPatch{Name: new("Shirt"), Data: json.RawMessage(`{"color":"blue"}`)},
 			wantName: "Shirt", wantData: `{"brand":"Acme","color":"blue","qty":2,"tags":["a","b"]}`, wantUpdated: true},
 	}
 	lastUpdate := clockStart

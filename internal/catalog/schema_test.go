@@ -422,7 +422,7 @@ func TestSchemaChangeThenWrites(t *testing.T) {
 	_, err := f.svc.Create(f.ctx, tn, catalog.ProductInput{SKU: "P-2", Name: "x"})
 	wantFieldErrors(t, err, map[string]string{"data.brand": "required"})
 	// The existing product stays readable and its name can change.
-	if _, err := f.svc.Update(f.ctx, tn, p.ID, catalog.ProductPatch{Name: ptr("Renamed")}); err != nil {
+	if _, err := f.svc.Update(f.ctx, tn, p.ID, catalog.ProductPatch{Name: new("Renamed")}); err != nil {
 		t.Errorf("rename a product lacking a newly required field: %v", err)
 	}
 }
@@ -433,8 +433,6 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // TestSchemaChangeConcurrentWrites: product writes racing a type change never leave a value of the
 // old type behind: a write either happens before the change (and is converted) or is checked

@@ -268,8 +268,6 @@ func users(prefix string, from, n int) []string {
 	return out
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // sameRecord compares two API records as the API serialises them (times compare by instant,
 // whatever their location).
 func sameRecord(a, b *connector.Connector) bool {
@@ -277,7 +275,7 @@ func sameRecord(a, b *connector.Connector) bool {
 		cp := *c
 		cp.CreatedAt, cp.UpdatedAt = cp.CreatedAt.UTC(), cp.UpdatedAt.UTC()
 		if cp.LastSyncedAt != nil {
-			cp.LastSyncedAt = ptr(cp.LastSyncedAt.UTC())
+			cp.LastSyncedAt = new(cp.LastSyncedAt.UTC())
 		}
 		j, _ := json.Marshal(cp)
 		return string(j)

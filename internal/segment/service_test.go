@@ -190,8 +190,6 @@ func wantFieldErrors(t *testing.T, err error, fields ...string) {
 	}
 }
 
-func strptr(s string) *string { return &s }
-
 const (
 	defOrdered      = `{"logic":"AND","conditions":[{"type":"frequency","event_type":"order_completed","operator":"gte","value":1}]}`
 	defOrderedTwice = `{"logic":"AND","conditions":[{"type":"frequency","event_type":"order_completed","operator":"gte","value":2}]}`
@@ -318,7 +316,7 @@ func TestTenantScoping(t *testing.T) {
 		{"get", func() error { _, err := f.svc.Get(f.ctx, a, b1.ID); return err }},
 		{"get missing id", func() error { _, err := f.svc.Get(f.ctx, a, 999999); return err }},
 		{"update", func() error {
-			_, err := f.svc.Update(f.ctx, a, b1.ID, segment.UpdateInput{Name: strptr("stolen")})
+			_, err := f.svc.Update(f.ctx, a, b1.ID, segment.UpdateInput{Name: new("stolen")})
 			return err
 		}},
 		{"delete", func() error { return f.svc.Delete(f.ctx, a, b1.ID) }},
@@ -458,14 +456,14 @@ func TestUpdateVersions(t *testing.T) {
 		t.Fatalf("newest version = %+v, oldest = %+v", versions[0], versions[2])
 	}
 	// Name and description alone never add a version.
-	res, err := f.svc.Update(f.ctx, tenant, seg.ID, segment.UpdateInput{Name: strptr(" Renamed "), Description: strptr("about")})
+	res, err := f.svc.Update(f.ctx, tenant, seg.ID, segment.UpdateInput{Name: new(" Renamed "), Description: new("about")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.DefinitionChanged || res.Segment.Version != 3 || res.Segment.Name != "Renamed" || res.Segment.Description != "about" {
 		t.Fatalf("rename = %+v", res)
 	}
-	if _, err := f.svc.Update(f.ctx, tenant, seg.ID, segment.UpdateInput{Name: strptr("")}); !errors.Is(err, errs.ErrInvalid) || validationFields(err)["name"] == "" {
+	if _, err := f.svc.Update(f.ctx, tenant, seg.ID, segment.UpdateInput{Name: new("")}); !errors.Is(err, errs.ErrInvalid) || validationFields(err)["name"] == "" {
 		t.Fatalf("empty name: %v", err)
 	}
 }
@@ -586,7 +584,7 @@ func TestUpdateRefreshEvery(t *testing.T) {
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
-			res, err := f.svc.Update(f.ctx, tenant, seg.ID, segment.UpdateInput{RefreshEvery: strptr(st.in)})
+			res, err := f.svc.Update(f.ctx, tenant, seg.ID, segment.UpdateInput{RefreshEvery: new(st.in)})
 			if st.wantErr {
 				wantFieldErrors(t, err, "refresh_every")
 			} else {

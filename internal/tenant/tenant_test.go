@@ -536,8 +536,8 @@ func TestRotateKeysNeverExtendsEarlierExpiry(t *testing.T) {
 		wantExpires *time.Time
 		wantRevoked bool
 	}{
-		{name: "first generation keeps its 1h cutoff", plain: gen1.SecretKey, wantExpires: ptr(t0.Add(time.Hour))},
-		{name: "first generation pk keeps its 1h cutoff", plain: gen1.PublicKey, wantExpires: ptr(t0.Add(time.Hour))},
+		{name: "first generation keeps its 1h cutoff", plain: gen1.SecretKey, wantExpires: new(t0.Add(time.Hour))},
+		{name: "first generation pk keeps its 1h cutoff", plain: gen1.PublicKey, wantExpires: new(t0.Add(time.Hour))},
 		{name: "revoked key is left alone", plain: revokedLater, wantRevoked: true},
 		{name: "third generation has no expiry", plain: sk3},
 		{name: "third generation pk has no expiry", plain: pk3},
@@ -577,8 +577,6 @@ func TestRotateKeysNeverExtendsEarlierExpiry(t *testing.T) {
 		t.Fatalf("second generation pk = %+v, want expiry at %v", k, t0.Add(time.Minute+24*time.Hour))
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func TestRotateKeysErrors(t *testing.T) {
 	e := newEnv(t)

@@ -15,8 +15,6 @@ import (
 
 const redDef = `{"conditions":[{"field":"color","operator":"eq","value":"red"}]}`
 
-func strp(s string) *string { return &s }
-
 func TestProdsegCreateAndRead(t *testing.T) {
 	f := newFixture(t)
 	a := f.tenant("crud")
@@ -120,7 +118,7 @@ func TestProdsegUpdate(t *testing.T) {
 		advance bool
 	}
 	steps := []step{
-		{name: "rename keeps the definition and status", in: prodseg.UpdateInput{Name: strp(" Red ones ")}, advance: true, check: func(t *testing.T, s *prodseg.Segment) {
+		{name: "rename keeps the definition and status", in: prodseg.UpdateInput{Name: new(" Red ones ")}, advance: true, check: func(t *testing.T, s *prodseg.Segment) {
 			if s.Name != "Red ones" || s.Version != 1 || s.Status != prodseg.StatusReady || !s.UpdatedAt.Equal(clockStart.Add(time.Minute)) {
 				t.Errorf("after rename %s", asJSON(t, s))
 			}
@@ -131,7 +129,7 @@ func TestProdsegUpdate(t *testing.T) {
 					t.Errorf("after an equal definition %s", asJSON(t, s))
 				}
 			}},
-		{name: "new definition makes it stale", in: prodseg.UpdateInput{Description: strp("reds and blues"), Definition: json.RawMessage(`{"logic":"OR","conditions":[{"field":"color","operator":"eq","value":"red"},{"field":"color","operator":"eq","value":"blue"}]}`)},
+		{name: "new definition makes it stale", in: prodseg.UpdateInput{Description: new("reds and blues"), Definition: json.RawMessage(`{"logic":"OR","conditions":[{"field":"color","operator":"eq","value":"red"},{"field":"color","operator":"eq","value":"blue"}]}`)},
 			advance: true, check: func(t *testing.T, s *prodseg.Segment) {
 				if s.Version != 2 || s.Status != prodseg.StatusDraft || s.Description != "reds and blues" || s.ComputedCount != 1 ||
 					s.ComputedVersion == nil || *s.ComputedVersion != 1 || s.LastComputedAt == nil || !s.LastComputedAt.Equal(computedAt) {
@@ -141,12 +139,12 @@ func TestProdsegUpdate(t *testing.T) {
 					t.Errorf("definition %s", s.Definition)
 				}
 			}},
-		{name: "name of another segment in other case", in: prodseg.UpdateInput{Name: strp("BLUES")}, code: "name_exists"},
-		{name: "empty name", in: prodseg.UpdateInput{Name: strp("")}, want: map[string]string{"name": "is required"}},
+		{name: "name of another segment in other case", in: prodseg.UpdateInput{Name: new("BLUES")}, code: "name_exists"},
+		{name: "empty name", in: prodseg.UpdateInput{Name: new("")}, want: map[string]string{"name": "is required"}},
 		{name: "null definition", in: prodseg.UpdateInput{Definition: json.RawMessage(`null`)}, want: map[string]string{"definition": "cannot be removed"}},
 		{name: "bad definition", in: prodseg.UpdateInput{Definition: json.RawMessage(`{"conditions":[{"field":"colour","operator":"eq","value":"red"}]}`)},
 			want: map[string]string{"definition.conditions[0].field": "not a field"}},
-		{name: "rename to own name in other case", in: prodseg.UpdateInput{Name: strp("RED ONES")}, check: func(t *testing.T, s *prodseg.Segment) {
+		{name: "rename to own name in other case", in: prodseg.UpdateInput{Name: new("RED ONES")}, check: func(t *testing.T, s *prodseg.Segment) {
 			if s.Name != "RED ONES" || s.Version != 2 {
 				t.Errorf("after a case change %s", asJSON(t, s))
 			}
@@ -210,7 +208,7 @@ func TestProdsegIsolation(t *testing.T) {
 	}{
 		{"get", func() error { _, err := f.svc.Get(f.ctx, b, seg.ID); return err }},
 		{"update", func() error {
-			_, err := f.svc.Update(f.ctx, b, seg.ID, prodseg.UpdateInput{Name: strp("mine")})
+			_, err := f.svc.Update(f.ctx, b, seg.ID, prodseg.UpdateInput{Name: new("mine")})
 			return err
 		}},
 		{"update definition", func() error {
@@ -458,11 +456,11 @@ func TestProdsegMembersPages(t *testing.T) {
 		next   *int64
 		errKey string
 	}{
-		{name: "first page", cursor: 0, limit: 3, skus: skuList("M", 1, 3), next: ptr(3)},
-		{name: "middle page", cursor: 3, limit: 3, skus: skuList("M", 4, 6), next: ptr(6)},
+		{name: "first page", cursor: 0, limit: 3, skus: skuList("M", 1, 3), next: new(int64(3))},
+		{name: "middle page", cursor: 3, limit: 3, skus: skuList("M", 4, 6), next: new(int64(6))},
 		{name: "last page", cursor: 6, limit: 3, skus: skuList("M", 7, 7)},
 		{name: "exactly all", cursor: 0, limit: 7, skus: skuList("M", 1, 7)},
-		{name: "odd offset", cursor: 5, limit: 1, skus: skuList("M", 6, 6), next: ptr(6)},
+		{name: "odd offset", cursor: 5, limit: 1, skus: skuList("M", 6, 6), next: new(int64(6))},
 		{name: "past the end", cursor: 100, limit: 50, skus: nil},
 		{name: "max limit", cursor: 0, limit: 200, skus: skuList("M", 1, 7)},
 		{name: "limit over max", cursor: 0, limit: 201, errKey: "limit"},
@@ -498,8 +496,6 @@ func TestProdsegMembersPages(t *testing.T) {
 		t.Errorf("member %s", asJSON(t, p))
 	}
 }
-
-func ptr(n int64) *int64 { return &n }
 
 func deref(p *int64) any {
 	if p == nil {
