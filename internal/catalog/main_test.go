@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,24 +21,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// fakeClock is the service's injected clock; whole seconds survive a timestamptz round trip.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 var clockStart = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 
 // fixture is a fresh migrated database and a catalogue service over it.
@@ -48,7 +29,7 @@ type fixture struct {
 	ctx   context.Context
 	db    *store.DB
 	svc   *catalog.Service
-	clock *fakeClock
+	clock *testenv.Clock
 }
 
 var slugRE = regexp.MustCompile(`[^a-z0-9]+`)
@@ -66,7 +47,7 @@ func (f *fixture) with(t *testing.T) *fixture {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	db := testenv.OpenDB(t)
-	clock := &fakeClock{now: clockStart}
+	clock := testenv.NewClock(clockStart)
 	return &fixture{t: t, ctx: context.Background(), db: db, svc: catalog.NewService(db.Pool, clock.Now), clock: clock}
 }
 

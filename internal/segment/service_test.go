@@ -17,24 +17,6 @@ import (
 	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
-// fakeClock is the injected clock of the service under test.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // fixtureStart is the clock's start: whole seconds, so it survives a timestamptz round trip.
 var fixtureStart = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 
@@ -44,14 +26,14 @@ type segFixture struct {
 	ctx     context.Context
 	db      *store.DB
 	svc     *segment.Service
-	clock   *fakeClock
+	clock   *testenv.Clock
 	starter *fakeStarter
 }
 
 func newSegFixture(t *testing.T) *segFixture {
 	t.Helper()
 	db := testenv.OpenDB(t)
-	clock := &fakeClock{now: fixtureStart}
+	clock := testenv.NewClock(fixtureStart)
 	starter := newFakeStarter()
 	return &segFixture{t: t, ctx: context.Background(), db: db, svc: segment.NewService(db.Gorm, db.Pool, clock.Now, starter), clock: clock, starter: starter}
 }

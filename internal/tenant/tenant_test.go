@@ -24,23 +24,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // t0 is second-aligned so it survives Postgres' microsecond timestamps unchanged.
 var t0 = time.Date(2025, 6, 1, 9, 30, 0, 0, time.UTC)
 
@@ -55,7 +38,7 @@ var (
 type env struct {
 	db  *store.DB
 	svc *tenant.Service
-	clk *testClock
+	clk *testenv.Clock
 	box *secretbox.Box
 }
 
@@ -67,7 +50,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &testClock{t: t0}
+	clk := testenv.NewClock(t0)
 	return &env{db: db, svc: tenant.NewService(db.Gorm, box, clk.Now), clk: clk, box: box}
 }
 

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,24 +22,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// fakeClock is the services' injected clock; whole seconds survive a timestamptz round trip.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 var clockStart = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 
 // fixture is a fresh migrated database with the catalogue and product segment services over it.
@@ -50,7 +31,7 @@ type fixture struct {
 	db    *store.DB
 	cat   *catalog.Service
 	svc   *prodseg.Service
-	clock *fakeClock
+	clock *testenv.Clock
 }
 
 var (
@@ -61,7 +42,7 @@ var (
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	db := testenv.OpenDB(t)
-	clock := &fakeClock{now: clockStart}
+	clock := testenv.NewClock(clockStart)
 	cat := catalog.NewService(db.Pool, clock.Now)
 	return &fixture{t: t, ctx: context.Background(), db: db, cat: cat, svc: prodseg.NewService(db.Pool, cat, nil, clock.Now), clock: clock}
 }
