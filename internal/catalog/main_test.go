@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -142,16 +140,6 @@ func canon(t testing.TB, s string) string {
 	return string(b)
 }
 
-// asJSON encodes v canonically.
-func asJSON(t testing.TB, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatalf("marshal %v: %v", v, err)
-	}
-	return canon(t, string(b))
-}
-
 // validation asserts err is a *errs.ValidationError (matching errs.ErrInvalid) and returns it.
 func validation(t testing.TB, err error) *errs.ValidationError {
 	t.Helper()
@@ -163,34 +151,6 @@ func validation(t testing.TB, err error) *errs.ValidationError {
 		t.Errorf("error %v does not match errs.ErrInvalid", err)
 	}
 	return ve
-}
-
-// fieldKeys are the sorted keys of field errors.
-func fieldKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// wantFieldErrors asserts err is a validation error naming exactly the keys of want, each
-// message containing want's substring.
-func wantFieldErrors(t testing.TB, err error, want map[string]string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("no error, want field errors %v", want)
-	}
-	ve := validation(t, err)
-	if got, w := fieldKeys(ve.Fields), fieldKeys(want); !slices.Equal(got, w) {
-		t.Fatalf("field errors %v, want keys %v", ve.Fields, w)
-	}
-	for k, sub := range want {
-		if !strings.Contains(ve.Fields[k], sub) {
-			t.Errorf("fields[%q] = %q, want it to contain %q", k, ve.Fields[k], sub)
-		}
-	}
 }
 
 // coded asserts err is a *errs.CodedError of the kind and code.

@@ -153,25 +153,6 @@ func validationFields(err error) map[string]string {
 	return nil
 }
 
-// wantFieldErrors checks err is an ErrInvalid naming exactly the fields.
-func wantFieldErrors(t *testing.T, err error, fields ...string) {
-	t.Helper()
-	if !errors.Is(err, errs.ErrInvalid) {
-		t.Fatalf("error = %v, want errs.ErrInvalid", err)
-	}
-	got := validationFields(err)
-	keys := make([]string, 0, len(got))
-	for k := range got {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	want := slices.Clone(fields)
-	slices.Sort(want)
-	if !slices.Equal(keys, want) {
-		t.Fatalf("field errors = %v, want fields %v", got, want)
-	}
-}
-
 const (
 	defOrdered      = `{"logic":"AND","conditions":[{"type":"frequency","event_type":"order_completed","operator":"gte","value":1}]}`
 	defOrderedTwice = `{"logic":"AND","conditions":[{"type":"frequency","event_type":"order_completed","operator":"gte","value":2}]}`
@@ -223,7 +204,7 @@ func TestCreateValidation(t *testing.T) {
 			seg, err := f.svc.Create(f.ctx, tenant, in)
 			switch {
 			case tc.wantFields != nil:
-				wantFieldErrors(t, err, tc.wantFields...)
+				testenv.WantFieldErrors(t, err, testenv.FieldNames(tc.wantFields...))
 				return
 			case tc.wantErr != nil:
 				if !errors.Is(err, tc.wantErr) || errors.Is(err, errs.ErrInvalid) {
@@ -360,7 +341,7 @@ func TestUpdateDefinitionValidation(t *testing.T) {
 			before := f.get(tenant, tc.seg.ID)
 			res, err := f.svc.Update(f.ctx, tenant, tc.seg.ID, segment.UpdateInput{Definition: json.RawMessage(tc.def)})
 			if tc.wantFields != nil {
-				wantFieldErrors(t, err, tc.wantFields...)
+				testenv.WantFieldErrors(t, err, testenv.FieldNames(tc.wantFields...))
 				after := f.get(tenant, tc.seg.ID)
 				if after.Version != before.Version || string(after.Definition) != string(before.Definition) {
 					t.Fatalf("a rejected definition changed the segment: version %d -> %d", before.Version, after.Version)
@@ -568,7 +549,7 @@ func TestUpdateRefreshEvery(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			res, err := f.svc.Update(f.ctx, tenant, seg.ID, segment.UpdateInput{RefreshEvery: new(st.in)})
 			if st.wantErr {
-				wantFieldErrors(t, err, "refresh_every")
+				testenv.WantFieldErrors(t, err, testenv.FieldNames("refresh_every"))
 			} else {
 				if err != nil {
 					t.Fatalf("update: %v", err)

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -156,33 +154,6 @@ func validation(t testing.TB, err error) *errs.ValidationError {
 		t.Errorf("error %v does not match errs.ErrInvalid", err)
 	}
 	return ve
-}
-
-func fieldKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// wantFieldErrors asserts err is a validation error naming exactly the keys of want, each
-// message containing want's substring.
-func wantFieldErrors(t testing.TB, err error, want map[string]string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("no error, want field errors %v", want)
-	}
-	ve := validation(t, err)
-	if got, w := fieldKeys(ve.Fields), fieldKeys(want); !slices.Equal(got, w) {
-		t.Fatalf("field errors %v, want keys %v", ve.Fields, w)
-	}
-	for k, sub := range want {
-		if !strings.Contains(ve.Fields[k], sub) {
-			t.Errorf("fields[%q] = %q, want it to contain %q", k, ve.Fields[k], sub)
-		}
-	}
 }
 
 // coded asserts err is a *errs.CodedError of the kind and code.
