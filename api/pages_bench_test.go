@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,13 +37,6 @@ type pagesLoadResult struct {
 	Seconds  float64 `json:"seconds"`
 }
 
-func envInt(name string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
-		return n
-	}
-	return def
-}
-
 // TestPagesLoadGenerator is BenchmarkPublicPage's second process: the benchmark runs this test
 // binary again with envLoadTarget set, and this test reads the target over envLoadConns
 // keep-alive connections for envLoadSeconds, then prints the count of successful reads as JSON
@@ -54,8 +46,8 @@ func TestPagesLoadGenerator(t *testing.T) {
 	if target == "" {
 		t.Skip("the load generator of BenchmarkPublicPage; runs only in the process the benchmark starts")
 	}
-	conns := envInt(envLoadConns, 16)
-	dur := time.Duration(envInt(envLoadSeconds, 3)) * time.Second
+	conns := testenv.EnvInt(t, envLoadConns, 16)
+	dur := time.Duration(testenv.EnvInt(t, envLoadSeconds, 3)) * time.Second
 	tr := &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, DisableCompression: true}
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	var requests, failures atomic.Int64
@@ -134,7 +126,7 @@ func BenchmarkPublicPage(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := setup.CreatePage(ctx, f.A.T.ID, page.CreateInput{Query: &q.ID, Published: ptrTo(true)})
+	p, err := setup.CreatePage(ctx, f.A.T.ID, page.CreateInput{Query: &q.ID, Published: new(true)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -202,5 +194,3 @@ func BenchmarkPublicPage(b *testing.B) {
 		})
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/cohort-dev/cohort/internal/connector/platformfake"
+	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 // apiClient bounds every API call, so a stack that stopped answering fails the test instead of
@@ -244,16 +245,9 @@ func (a *apiRecorder) waitSucceeded(t *testing.T, bearer string, id, after int64
 	t.Helper()
 	run := a.waitRun(t, bearer, id, after)
 	if run.Status != "succeeded" {
-		t.Fatalf("sync run %d of connector %d: %s (error %v)", run.ID, id, run.Status, deref(run.Error))
+		t.Fatalf("sync run %d of connector %d: %s (error %v)", run.ID, id, run.Status, testenv.Deref(run.Error))
 	}
 	return run
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return "<nil>"
-	}
-	return *s
 }
 
 // dialTemporal connects to the dev's embedded Temporal.
@@ -774,12 +768,12 @@ func TestActivationsEndToEnd(t *testing.T) {
 		return failedConn.Status == "error"
 	})
 	if failedConn.LastError == nil || !strings.Contains(*failedConn.LastError, rejection) || !strings.Contains(*failedConn.LastError, "401") {
-		t.Errorf("last_error %q, want the platform's 401 message", deref(failedConn.LastError))
+		t.Errorf("last_error %q, want the platform's 401 message", testenv.Deref(failedConn.LastError))
 	}
 	failedRun := a.waitRun(t, bearer, toc.ID, second[toc.ID].ID)
 	if failedRun.ID != queued.RunID || failedRun.Status != "failed" || failedRun.Trigger != "manual" || failedRun.SegmentRunID != nil ||
-		failedRun.WorkflowID != queued.WorkflowID || failedRun.Error == nil || *failedRun.Error != deref(failedConn.LastError) || failedRun.Added != 0 || failedRun.Removed != 0 {
-		t.Errorf("failed run: %+v (error %q), want run %d failed with last_error", failedRun, deref(failedRun.Error), queued.RunID)
+		failedRun.WorkflowID != queued.WorkflowID || failedRun.Error == nil || *failedRun.Error != testenv.Deref(failedConn.LastError) || failedRun.Added != 0 || failedRun.Removed != 0 {
+		t.Errorf("failed run: %+v (error %q), want run %d failed with last_error", failedRun, testenv.Deref(failedRun.Error), queued.RunID)
 	}
 	if n := to.RequestCount(http.MethodPost, "/v2/customer_audiences"); n != 1 {
 		t.Errorf("talon.one got %d requests for the rejected sync, want 1 (a 4xx is not retried)", n)
@@ -806,7 +800,7 @@ func TestActivationsEndToEnd(t *testing.T) {
 	}
 	checkRun(t, "talon.one manual", recovered, "manual", 1, 1, 0)
 	if got := a.connector(t, bearer, toc.ID); got.Status != "active" || got.LastError != nil || got.LastSyncedAt == nil || !got.LastSyncedAt.After(*first[toc.ID].FinishedAt) {
-		t.Errorf("talon.one after recovery: %+v (last_error %q)", got, deref(got.LastError))
+		t.Errorf("talon.one after recovery: %+v (last_error %q)", got, testenv.Deref(got.LastError))
 	}
 	sameStrings(t, "talon.one audience after recovery", to.AudienceMembers(audience), gold3)
 	sameStrings(t, "klaviyo list at the end", kl.ListMembers(listID), emailsOf(intRange(7, 26)...))
@@ -1032,7 +1026,7 @@ func (f *fanOut) waitAllSucceeded(t *testing.T, ids []int64, start time.Time, bo
 			case "succeeded":
 				delete(pending, id)
 			case "failed":
-				t.Fatalf("connector %d failed: %s", id, deref(runs[0].Error))
+				t.Fatalf("connector %d failed: %s", id, testenv.Deref(runs[0].Error))
 			}
 		}
 		if len(pending) == 0 {
@@ -1091,7 +1085,7 @@ func TestActivationsFanOut(t *testing.T) {
 		t.Errorf("failing connector's runs when the good ones were done: %+v, want one running (still retrying)", badRuns)
 	}
 	if got := f.a.connector(t, f.bearer, badID); got.Status != "active" || got.LastError != nil {
-		t.Errorf("failing connector while retrying: status %s last_error %q", got.Status, deref(got.LastError))
+		t.Errorf("failing connector while retrying: status %s last_error %q", got.Status, testenv.Deref(got.LastError))
 	}
 	if n := down.RequestCount(http.MethodPost, "/v2/customer_audiences"); n < 1 {
 		t.Errorf("the failing platform got %d requests, want at least 1", n)
@@ -1194,8 +1188,8 @@ func TestActivationsReplayAndReconfigure(t *testing.T) {
 	to.Inject(platformfake.Fault{Status: http.StatusForbidden, Count: -1, Message: "integration disabled"})
 	f.a.compute(t, f.bearer, f.segID)
 	failed := f.a.waitRun(t, f.bearer, id, 0)
-	if failed.Status != "failed" || !strings.Contains(deref(failed.Error), "integration disabled") {
-		t.Fatalf("first run: %+v (error %q), want failed with the platform's message", failed, deref(failed.Error))
+	if failed.Status != "failed" || !strings.Contains(testenv.Deref(failed.Error), "integration disabled") {
+		t.Fatalf("first run: %+v (error %q), want failed with the platform's message", failed, testenv.Deref(failed.Error))
 	}
 	eventually(t, "connector in error", func() bool { return f.a.connector(t, f.bearer, id).Status == "error" })
 	waitWorkflowClosed(t, f.tc, failed.WorkflowID)
@@ -1258,7 +1252,7 @@ func TestActivationsReplayAndReconfigure(t *testing.T) {
 		t.Errorf("replayed run: %+v, want a replay of %s adding 20", replay, failed.WorkflowID)
 	}
 	if got := f.a.connector(t, f.bearer, id); got.Status != "active" || got.LastError != nil || got.LastSyncedAt == nil {
-		t.Errorf("connector after the replay: %+v (last_error %q), want active and synced", got, deref(got.LastError))
+		t.Errorf("connector after the replay: %+v (last_error %q), want active and synced", got, testenv.Deref(got.LastError))
 	}
 	sameStrings(t, "audience 1 after the replay", to.AudienceMembers(1), members)
 

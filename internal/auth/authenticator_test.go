@@ -17,6 +17,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/auth"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 // fakeKeys is an in-memory auth.KeyStore that counts lookups.
@@ -184,7 +185,7 @@ var (
 // fixture is an Authenticator over fakes, with a JWKS provider and a tenant acme (id 7) that has
 // one sk_ and one pk_ key, and a tenant beta (id 8) that requires signed user ids.
 type fixture struct {
-	clk      *testClock
+	clk      *testenv.Clock
 	keys     *fakeKeys
 	tenants  *fakeTenants
 	identity *fakeIdentity
@@ -200,7 +201,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{clk: newClock(t0), keys: newFakeKeys()}
+	f := &fixture{clk: testenv.NewClock(t0), keys: newFakeKeys()}
 	f.tenants = &fakeTenants{refs: map[string]fakeTenant{
 		acmeSlug: {acmeID, acmeSlug}, strconv.FormatInt(acmeID, 10): {acmeID, acmeSlug},
 		betaSlug: {betaID, betaSlug}, strconv.FormatInt(betaID, 10): {betaID, betaSlug},
@@ -388,7 +389,7 @@ func TestAuthenticateHeaders(t *testing.T) {
 }
 
 func TestAuthenticateExternalWithoutJWKS(t *testing.T) {
-	clk := newClock(t0)
+	clk := testenv.NewClock(t0)
 	keys := newFakeKeys()
 	tenants := &fakeTenants{refs: map[string]fakeTenant{"one": {1, "one"}}}
 	a := auth.NewAuthenticator(auth.Deps{Keys: keys, Tenants: tenants, Identity: &fakeIdentity{}, Signer: newSigner(t, signingSecret, clk), Now: clk.Now})

@@ -18,26 +18,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// testClock is an injectable clock.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock(t time.Time) *testClock { return &testClock{t: t} }
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // t0 is a fixed, second-aligned instant the tests start at.
 var t0 = time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
 

@@ -15,9 +15,10 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/cohort-dev/cohort/internal/auth"
+	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
-func newJWKS(t *testing.T, srv *jwksServer, clk *testClock, mut func(*auth.JWKSConfig)) *auth.JWKSVerifier {
+func newJWKS(t *testing.T, srv *jwksServer, clk *testenv.Clock, mut func(*auth.JWKSConfig)) *auth.JWKSVerifier {
 	t.Helper()
 	cfg := auth.JWKSConfig{
 		URL:             srv.URL,
@@ -141,7 +142,7 @@ func TestJWKSVerify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v := newJWKS(t, srv, newClock(t0), tt.mut)
+			v := newJWKS(t, srv, testenv.NewClock(t0), tt.mut)
 			got, err := v.Verify(context.Background(), tt.token)
 			if tt.want != "" {
 				if err != nil {
@@ -169,7 +170,7 @@ func TestJWKSUnknownKidRefreshesAtMostOncePerMinRefresh(t *testing.T) {
 	oldK := newRSAKey(t, "old", 0)
 	newK := newECKey(t, "new")
 	srv := newJWKSServer(t, oldK.jwk(t))
-	clk := newClock(t0)
+	clk := testenv.NewClock(t0)
 	v := newJWKS(t, srv, clk, func(c *auth.JWKSConfig) { c.MinRefresh = time.Minute; c.RefreshInterval = time.Hour })
 	ctx := context.Background()
 
@@ -237,7 +238,7 @@ func TestJWKSRefreshIntervalDropsRemovedKeys(t *testing.T) {
 	a := newRSAKey(t, "a", 0)
 	b := newECKey(t, "b")
 	srv := newJWKSServer(t, a.jwk(t), b.jwk(t))
-	clk := newClock(t0)
+	clk := testenv.NewClock(t0)
 	v := newJWKS(t, srv, clk, nil)
 	ctx := context.Background()
 	if _, err := v.Verify(ctx, a.sign(t, idpClaims(clk.Now(), "acme"))); err != nil {
@@ -276,7 +277,7 @@ func TestJWKSProviderDownKeepsCachedKeys(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newJWKSServer(t, k.jwk(t), ec.jwk(t))
-			clk := newClock(t0)
+			clk := testenv.NewClock(t0)
 			v := newJWKS(t, srv, clk, nil)
 			ctx := context.Background()
 			if _, err := v.Verify(ctx, k.sign(t, idpClaims(clk.Now(), "acme"))); err != nil {
@@ -304,7 +305,7 @@ func TestJWKSProviderDownKeepsCachedKeys(t *testing.T) {
 func TestJWKSProviderDownDoesNotFetchOnEveryRequest(t *testing.T) {
 	k := newRSAKey(t, "k", 0)
 	srv := newJWKSServer(t, k.jwk(t))
-	clk := newClock(t0)
+	clk := testenv.NewClock(t0)
 	v := newJWKS(t, srv, clk, func(c *auth.JWKSConfig) { c.MinRefresh = time.Minute; c.RefreshInterval = time.Hour })
 	ctx := context.Background()
 	if _, err := v.Verify(ctx, k.sign(t, idpClaims(clk.Now(), "acme"))); err != nil {
@@ -377,7 +378,7 @@ func TestJWKSKeySetParsing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newJWKSServer(t, tt.keys...)
-			v := newJWKS(t, srv, newClock(t0), nil)
+			v := newJWKS(t, srv, testenv.NewClock(t0), nil)
 			ref, err := v.Verify(context.Background(), tt.signer.sign(t, idpClaims(t0, "acme")))
 			if tt.wantOK && (err != nil || ref != "acme") {
 				t.Fatalf("Verify = %q, %v; want acme, nil", ref, err)
@@ -403,7 +404,7 @@ func TestJWKSMalformedDocument(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newJWKSServer(t)
 			srv.setBody([]byte(tt.body))
-			v := newJWKS(t, srv, newClock(t0), nil)
+			v := newJWKS(t, srv, testenv.NewClock(t0), nil)
 			if _, err := v.Verify(context.Background(), k.sign(t, idpClaims(t0, "acme"))); err == nil {
 				t.Fatal("Verify accepted a token against a malformed key set")
 			}

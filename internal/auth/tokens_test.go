@@ -12,6 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/cohort-dev/cohort/internal/auth"
+	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 var (
@@ -19,7 +20,7 @@ var (
 	otherSecret   = bytes.Repeat([]byte("o"), 32)
 )
 
-func newSigner(t *testing.T, key []byte, clk *testClock) *auth.Signer {
+func newSigner(t *testing.T, key []byte, clk *testenv.Clock) *auth.Signer {
 	t.Helper()
 	s, err := auth.NewSigner(key, clk.Now)
 	if err != nil {
@@ -68,7 +69,7 @@ func TestSignerRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := newClock(t0)
+			clk := testenv.NewClock(t0)
 			s := newSigner(t, signingSecret, clk)
 			tok, exp, err := s.Mint(tt.claims, tt.ttl)
 			if err != nil {
@@ -106,7 +107,7 @@ func TestSignerRoundTrip(t *testing.T) {
 }
 
 func TestSignerMintsUniqueTokenIDs(t *testing.T) {
-	s := newSigner(t, signingSecret, newClock(t0))
+	s := newSigner(t, signingSecret, testenv.NewClock(t0))
 	c := auth.Claims{TenantID: 1, Type: auth.TokenAccess}
 	a, _, errA := s.Mint(c, time.Hour)
 	b, _, errB := s.Mint(c, time.Hour)
@@ -138,7 +139,7 @@ func cohortRegistered(now time.Time) jwt.RegisteredClaims {
 }
 
 func TestSignerVerifyRejects(t *testing.T) {
-	clk := newClock(t0)
+	clk := testenv.NewClock(t0)
 	s := newSigner(t, signingSecret, clk)
 	other := newSigner(t, otherSecret, clk)
 	valid, _, err := s.Mint(auth.Claims{TenantID: 7, Type: auth.TokenAccess}, time.Hour)
@@ -229,7 +230,7 @@ func TestSignerExpiryWithInjectedClock(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := newClock(t0)
+			clk := testenv.NewClock(t0)
 			s := newSigner(t, signingSecret, clk)
 			tok, _, err := s.Mint(auth.Claims{TenantID: 3, Type: auth.TokenSession, KeyID: "pk_000000000000"}, time.Hour)
 			if err != nil {
@@ -251,7 +252,7 @@ func TestSignerExpiryWithInjectedClock(t *testing.T) {
 }
 
 func TestIsCohortToken(t *testing.T) {
-	clk := newClock(t0)
+	clk := testenv.NewClock(t0)
 	s := newSigner(t, signingSecret, clk)
 	minted, _, err := s.Mint(auth.Claims{TenantID: 1, Type: auth.TokenAccess}, time.Hour)
 	if err != nil {
@@ -302,7 +303,7 @@ func publicKeyDER(t *testing.T, pub any) []byte {
 // After a rotation of the secret key, tokens minted with the previous key keep verifying (until
 // they expire) once it is accepted; new tokens are minted with the new key only.
 func TestSignerAcceptsPreviousKeys(t *testing.T) {
-	clk := newClock(t0)
+	clk := testenv.NewClock(t0)
 	oldSigner := newSigner(t, otherSecret, clk)
 	oldToken, _, err := oldSigner.Mint(auth.Claims{TenantID: 7, Type: auth.TokenAccess}, time.Hour)
 	if err != nil {

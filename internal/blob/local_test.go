@@ -13,20 +13,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cohort-dev/cohort/internal/testenv"
 )
-
-type testClock struct{ now time.Time }
-
-func (c *testClock) Now() time.Time          { return c.now }
-func (c *testClock) Advance(d time.Duration) { c.now = c.now.Add(d) }
 
 var testSigningKey = []byte("0123456789abcdef0123456789abcdef")
 
 const testBaseURL = "http://127.0.0.1:8080"
 
-func newTestLocal(t *testing.T) (*Local, *testClock, string) {
+func newTestLocal(t *testing.T) (*Local, *testenv.Clock, string) {
 	t.Helper()
-	clock := &testClock{now: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
+	clock := testenv.NewClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
 	dir := filepath.Join(t.TempDir(), "blobs")
 	l, err := NewLocal(LocalConfig{Dir: dir, BaseURL: testBaseURL, SigningKey: testSigningKey, Now: clock.Now})
 	if err != nil {
@@ -467,7 +464,7 @@ func TestLocalSignedURL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock.now = signedAt.Add(tt.advance)
+			clock.Set(signedAt.Add(tt.advance))
 			verify := tt.verify
 			if verify == nil {
 				verify = l.Verify
@@ -485,13 +482,13 @@ func TestLocalSignedURL(t *testing.T) {
 
 func TestLocalSignedURLRoundsExpiryUp(t *testing.T) {
 	l, clock, _ := newTestLocal(t)
-	clock.now = clock.now.Add(300 * time.Millisecond)
+	clock.Set(clock.Now().Add(300 * time.Millisecond))
 	raw, err := l.SignedURL(context.Background(), "k", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse(raw)
-	want := clock.now.Truncate(time.Second).Add(11 * time.Second).Unix()
+	want := clock.Now().Truncate(time.Second).Add(11 * time.Second).Unix()
 	if got := u.Query().Get("expires"); got != strconv.FormatInt(want, 10) {
 		t.Fatalf("expires = %s, want %d (rounded up, never shorter than ttl)", got, want)
 	}
@@ -528,7 +525,7 @@ func TestLocalSignedURLTTL(t *testing.T) {
 // is refused.
 func TestLocalSignedURLPreviousKey(t *testing.T) {
 	ctx := context.Background()
-	clock := &testClock{now: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
+	clock := testenv.NewClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
 	oldKey, newKey := bytes.Repeat([]byte("o"), 32), bytes.Repeat([]byte("n"), 32)
 	dir := t.TempDir()
 	open := func(prev ...[]byte) *Local {

@@ -24,8 +24,6 @@ func Types() []string {
 	return out
 }
 
-func intp(n int) *int { return &n }
-
 func text(required bool, maxLen int, desc string) Prop {
 	return Prop{Type: TypeString, Required: required, MaxLength: maxLen, Description: desc}
 }
@@ -56,7 +54,7 @@ var registry = []Entry{
 		PropsSchema: map[string]Prop{
 			"product_skus": {Type: TypeArray, Required: true, ItemType: TypeString, MaxLength: MaxSKULength, MinItems: 1, MaxItems: 100, UniqueItems: true,
 				Description: "The SKUs of the products shown, each once."},
-			"columns": {Type: TypeInteger, Default: 3, Min: intp(1), Max: intp(6),
+			"columns": {Type: TypeInteger, Default: 3, Min: new(1), Max: new(6),
 				Description: "Products per row on a wide screen."},
 		},
 	},
@@ -150,10 +148,10 @@ func cloneProps(m map[string]Prop) map[string]Prop {
 		p.Enum = slices.Clone(p.Enum)
 		p.Items = cloneProps(p.Items)
 		if p.Min != nil {
-			p.Min = intp(*p.Min)
+			p.Min = new(*p.Min)
 		}
 		if p.Max != nil {
-			p.Max = intp(*p.Max)
+			p.Max = new(*p.Max)
 		}
 		out[k] = p
 	}

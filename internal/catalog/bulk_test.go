@@ -10,6 +10,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/catalog"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 func TestBulkMixed(t *testing.T) {
@@ -77,7 +78,7 @@ func TestBulkMixed(t *testing.T) {
 				if r.ID != 0 || r.Error == "" {
 					t.Errorf("failed result %+v: want no id and an error", r)
 				}
-				wantFieldErrors(t, &errs.ValidationError{Fields: r.Fields}, tt.want.fields)
+				testenv.WantFieldErrors(t, &errs.ValidationError{Fields: r.Fields}, tt.want.fields)
 				for k := range tt.want.fields {
 					if !strings.Contains(r.Error, k) {
 						t.Errorf("error %q does not name %s", r.Error, k)
@@ -133,7 +134,7 @@ func TestBulkMixed(t *testing.T) {
 	if n := f.count("SELECT count(*) FROM products WHERE tenant_id = $1", tn); n != 7 {
 		t.Errorf("tenant has %d products, want 7", n)
 	}
-	if got, _ := f.svc.Get(f.ctx, other, otherNew.ID); got.Name != "Other's" || asJSON(t, got.Data) != `{"price":99}` {
+	if got, _ := f.svc.Get(f.ctx, other, otherNew.ID); got.Name != "Other's" || testenv.AsJSON(t, got.Data) != `{"price":99}` {
 		t.Errorf("the other tenant's NEW-1 changed: %+v", got)
 	}
 
@@ -180,7 +181,7 @@ func TestBulkRequiredField(t *testing.T) {
 			continue
 		}
 		if w.fields != nil {
-			wantFieldErrors(t, &errs.ValidationError{Fields: r.Fields}, w.fields)
+			testenv.WantFieldErrors(t, &errs.ValidationError{Fields: r.Fields}, w.fields)
 		}
 	}
 	if sum.Created != 1 || sum.Updated != 1 || sum.Failed != 4 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cohort-dev/cohort/internal/catalog"
+	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 // facetString renders facets as "field: value=count value=count; field: ..." in field order.
@@ -198,7 +199,7 @@ func TestFacetsAtMost100Values(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, field := range []string{"brand", "tags"} {
-		if g := got[field]; asJSON(t, g) != asJSON(t, want) {
+		if g := got[field]; testenv.AsJSON(t, g) != testenv.AsJSON(t, want) {
 			t.Errorf("%s: %d values\n %v\nwant\n %v", field, len(g), g, want)
 		}
 	}

@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
-	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,24 +19,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// fakeClock is the service's injected clock; whole seconds survive a timestamptz round trip.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 var clockStart = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 
 // fixture is a fresh migrated database and a catalogue service over it.
@@ -48,7 +27,7 @@ type fixture struct {
 	ctx   context.Context
 	db    *store.DB
 	svc   *catalog.Service
-	clock *fakeClock
+	clock *testenv.Clock
 }
 
 var slugRE = regexp.MustCompile(`[^a-z0-9]+`)
@@ -66,7 +45,7 @@ func (f *fixture) with(t *testing.T) *fixture {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	db := testenv.OpenDB(t)
-	clock := &fakeClock{now: clockStart}
+	clock := testenv.NewClock(clockStart)
 	return &fixture{t: t, ctx: context.Background(), db: db, svc: catalog.NewService(db.Pool, clock.Now), clock: clock}
 }
 
@@ -161,16 +140,6 @@ func canon(t testing.TB, s string) string {
 	return string(b)
 }
 
-// asJSON encodes v canonically.
-func asJSON(t testing.TB, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatalf("marshal %v: %v", v, err)
-	}
-	return canon(t, string(b))
-}
-
 // validation asserts err is a *errs.ValidationError (matching errs.ErrInvalid) and returns it.
 func validation(t testing.TB, err error) *errs.ValidationError {
 	t.Helper()
@@ -182,34 +151,6 @@ func validation(t testing.TB, err error) *errs.ValidationError {
 		t.Errorf("error %v does not match errs.ErrInvalid", err)
 	}
 	return ve
-}
-
-// fieldKeys are the sorted keys of field errors.
-func fieldKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// wantFieldErrors asserts err is a validation error naming exactly the keys of want, each
-// message containing want's substring.
-func wantFieldErrors(t testing.TB, err error, want map[string]string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("no error, want field errors %v", want)
-	}
-	ve := validation(t, err)
-	if got, w := fieldKeys(ve.Fields), fieldKeys(want); !slices.Equal(got, w) {
-		t.Fatalf("field errors %v, want keys %v", ve.Fields, w)
-	}
-	for k, sub := range want {
-		if !strings.Contains(ve.Fields[k], sub) {
-			t.Errorf("fields[%q] = %q, want it to contain %q", k, ve.Fields[k], sub)
-		}
-	}
 }
 
 // coded asserts err is a *errs.CodedError of the kind and code.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/catalog"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 // allTypes is a schema with one field of every type.
@@ -63,15 +64,15 @@ func TestCreateTypedValues(t *testing.T) {
 			sku := fmt.Sprintf("T-%d", i)
 			p := f.create(tn, sku, "Typed "+tt.name, `{"`+tt.field+`":`+tt.in+`}`)
 			want := canon(t, `{"`+tt.field+`":`+tt.want+`}`)
-			if got := asJSON(t, p.Data); got != want {
+			if got := testenv.AsJSON(t, p.Data); got != want {
 				t.Errorf("Create returned data %s, want %s", got, want)
 			}
 			got, err := f.svc.Get(f.ctx, tn, p.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if asJSON(t, got.Data) != want {
-				t.Errorf("Get returned data %s, want %s", asJSON(t, got.Data), want)
+			if testenv.AsJSON(t, got.Data) != want {
+				t.Errorf("Get returned data %s, want %s", testenv.AsJSON(t, got.Data), want)
 			}
 			if s := f.storedData(tn, sku); s != want {
 				t.Errorf("stored data %s, want %s", s, want)
@@ -83,7 +84,7 @@ func TestCreateTypedValues(t *testing.T) {
 	p := f.create(tn, "ALL-1", "Everything", `{"s":"a","t":"b","num":1.25,"i":3,"b":true,"d":"2025-12-31",
 		"u":"https://e.test/","img":"https://e.test/i.jpg","arr":["x"],"price":5}`)
 	want := `{"arr":["x"],"b":true,"d":"2025-12-31","i":3,"img":"https://e.test/i.jpg","num":1.25,"price":5,"s":"a","t":"b","u":"https://e.test/"}`
-	if got := asJSON(t, p.Data); got != want {
+	if got := testenv.AsJSON(t, p.Data); got != want {
 		t.Errorf("all types: %s, want %s", got, want)
 	}
 	if p.SKU != "ALL-1" || p.Name != "Everything" || p.ID == 0 || !p.CreatedAt.Equal(clockStart) || !p.UpdatedAt.Equal(clockStart) {
@@ -141,7 +142,7 @@ func TestCreateWrongValues(t *testing.T) {
 			if p != nil {
 				t.Errorf("Create returned %+v", p)
 			}
-			wantFieldErrors(t, err, map[string]string{"data." + tt.field: tt.msg})
+			testenv.WantFieldErrors(t, err, map[string]string{"data." + tt.field: tt.msg})
 		})
 	}
 	if n := f.count("SELECT count(*) FROM products WHERE tenant_id = $1", tn); n != 0 {
@@ -179,7 +180,7 @@ func TestCreateValidation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := f.with(t)
 			_, err := f.svc.Create(f.ctx, tn, tt.in)
-			wantFieldErrors(t, err, tt.want)
+			testenv.WantFieldErrors(t, err, tt.want)
 		})
 	}
 	if n := f.count("SELECT count(*) FROM products WHERE tenant_id = $1", tn); n != 0 {
@@ -200,10 +201,10 @@ func TestCreateIntegerPrecision(t *testing.T) {
 	f.putSchema(tn, fld("i", "integer"))
 	p, err := f.svc.Create(f.ctx, tn, catalog.ProductInput{SKU: "BIG", Name: "n", Data: json.RawMessage(`{"i":9007199254740993}`)})
 	if err != nil {
-		wantFieldErrors(t, err, map[string]string{"data.i": "whole number"})
+		testenv.WantFieldErrors(t, err, map[string]string{"data.i": "whole number"})
 		return
 	}
-	if got := asJSON(t, p.Data); got != `{"i":9007199254740993}` {
+	if got := testenv.AsJSON(t, p.Data); got != `{"i":9007199254740993}` {
 		t.Errorf("integer 9007199254740993 accepted and stored as %s (BUG: silent precision loss)", got)
 	}
 }
@@ -257,7 +258,7 @@ func TestOtherTenantsProduct(t *testing.T) {
 	}{
 		{name: "get", call: func() error { _, err := f.svc.Get(f.ctx, b, p.ID); return err }},
 		{name: "update", call: func() error {
-			_, err := f.svc.Update(f.ctx, b, p.ID, catalog.ProductPatch{Name: ptr("Stolen"), Data: json.RawMessage(`{"color":"blue"}`)})
+			_, err := f.svc.Update(f.ctx, b, p.ID, catalog.ProductPatch{Name: new("Stolen"), Data: json.RawMessage(`{"color":"blue"}`)})
 			return err
 		}},
 		{name: "delete", call: func() error { return f.svc.Delete(f.ctx, b, p.ID) }},
@@ -276,7 +277,7 @@ func TestOtherTenantsProduct(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Name != "Mine" || asJSON(t, got.Data) != `{"color":"red"}` || !got.UpdatedAt.Equal(clockStart) {
+	if got.Name != "Mine" || testenv.AsJSON(t, got.Data) != `{"color":"red"}` || !got.UpdatedAt.Equal(clockStart) {
 		t.Errorf("another tenant changed the product: %+v", got)
 	}
 }
@@ -297,19 +298,19 @@ func TestUpdateAndDelete(t *testing.T) {
 	}{
 		{name: "merge: value replaces, null removes, absent kept", patch: catalog.ProductPatch{Data: json.RawMessage(`{"size":null,"qty":2,"tags":[" a ","b"]}`)},
 			wantName: "Shirt", wantData: `{"brand":"Acme","color":"red","qty":2,"tags":["a","b"]}`, wantUpdated: true},
-		{name: "rename only", patch: catalog.ProductPatch{Name: ptr("  Better shirt ")}, wantName: "Better shirt", wantData: `{"brand":"Acme","color":"red","qty":2,"tags":["a","b"]}`, wantUpdated: true},
-		{name: "same values change nothing", patch: catalog.ProductPatch{Name: ptr("Better shirt"), Data: json.RawMessage(`{"qty":2.0,"color":" red ","tags":["a","b"]}`)},
+		{name: "rename only", patch: catalog.ProductPatch{Name: new("  Better shirt ")}, wantName: "Better shirt", wantData: `{"brand":"Acme","color":"red","qty":2,"tags":["a","b"]}`, wantUpdated: true},
+		{name: "same values change nothing", patch: catalog.ProductPatch{Name: new("Better shirt"), Data: json.RawMessage(`{"qty":2.0,"color":" red ","tags":["a","b"]}`)},
 			wantName: "Better shirt", wantData: `{"brand":"Acme","color":"red","qty":2,"tags":["a","b"]}`},
 		{name: "empty patch changes nothing", patch: catalog.ProductPatch{}, wantName: "Better shirt", wantData: `{"brand":"Acme","color":"red","qty":2,"tags":["a","b"]}`},
 		{name: "null data changes nothing", patch: catalog.ProductPatch{Data: json.RawMessage(`null`)}, wantName: "Better shirt", wantData: `{"brand":"Acme","color":"red","qty":2,"tags":["a","b"]}`},
 		{name: "removing an absent field changes nothing", patch: catalog.ProductPatch{Data: json.RawMessage(`{"size":null}`)}, wantName: "Better shirt", wantData: `{"brand":"Acme","color":"red","qty":2,"tags":["a","b"]}`},
-		{name: "wrong type", patch: catalog.ProductPatch{Name: ptr("Nope"), Data: json.RawMessage(`{"qty":"many","color":"blue"}`)}, wantErr: map[string]string{"data.qty": "whole number"}},
+		{name: "wrong type", patch: catalog.ProductPatch{Name: new("Nope"), Data: json.RawMessage(`{"qty":"many","color":"blue"}`)}, wantErr: map[string]string{"data.qty": "whole number"}},
 		{name: "unknown field", patch: catalog.ProductPatch{Data: json.RawMessage(`{"colour":"blue"}`)}, wantErr: map[string]string{"data.colour": "not a field"}},
 		{name: "sku in data", patch: catalog.ProductPatch{Data: json.RawMessage(`{"sku":"X"}`)}, wantErr: map[string]string{"data.sku": "top-level"}},
 		{name: "removing a required field", patch: catalog.ProductPatch{Data: json.RawMessage(`{"brand":null}`)}, wantErr: map[string]string{"data.brand": "is required"}},
-		{name: "blank name", patch: catalog.ProductPatch{Name: ptr("   ")}, wantErr: map[string]string{"name": "is required"}},
+		{name: "blank name", patch: catalog.ProductPatch{Name: new("   ")}, wantErr: map[string]string{"name": "is required"}},
 		{name: "data not an object", patch: catalog.ProductPatch{Data: json.RawMessage(`[1]`)}, wantErr: map[string]string{"data": "must be an object"}},
-		{name: "both again", patch: catalog.ProductPatch{Name: ptr("Shirt"), Data: json.RawMessage(`{"color":"blue"}`)},
+		{name: "both again", patch: catalog.ProductPatch{Name: new("Shirt"), Data: json.RawMessage(`{"color":"blue"}`)},
 			wantName: "Shirt", wantData: `{"brand":"Acme","color":"blue","qty":2,"tags":["a","b"]}`, wantUpdated: true},
 	}
 	lastUpdate := clockStart
@@ -317,7 +318,7 @@ func TestUpdateAndDelete(t *testing.T) {
 		f.clock.Advance(time.Minute)
 		got, err := f.svc.Update(f.ctx, tn, p.ID, st.patch)
 		if st.wantErr != nil {
-			wantFieldErrors(t, err, st.wantErr)
+			testenv.WantFieldErrors(t, err, st.wantErr)
 			got, err = f.svc.Get(f.ctx, tn, p.ID)
 			if err != nil {
 				t.Fatal(err)
@@ -325,8 +326,8 @@ func TestUpdateAndDelete(t *testing.T) {
 		} else if err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		} else {
-			if got.Name != st.wantName || asJSON(t, got.Data) != canon(t, st.wantData) {
-				t.Errorf("%s: got %q %s, want %q %s", st.name, got.Name, asJSON(t, got.Data), st.wantName, st.wantData)
+			if got.Name != st.wantName || testenv.AsJSON(t, got.Data) != canon(t, st.wantData) {
+				t.Errorf("%s: got %q %s, want %q %s", st.name, got.Name, testenv.AsJSON(t, got.Data), st.wantName, st.wantData)
 			}
 			if st.wantUpdated {
 				lastUpdate = f.clock.Now()
@@ -476,7 +477,7 @@ func TestListRefusals(t *testing.T) {
 			if page != nil {
 				t.Errorf("page %+v with the error", page)
 			}
-			wantFieldErrors(t, err, tt.want)
+			testenv.WantFieldErrors(t, err, tt.want)
 		})
 	}
 }
@@ -549,7 +550,7 @@ func TestListPages(t *testing.T) {
 	if page.Total != 0 || page.TotalPages != 0 || len(page.Results) != 0 || page.Results == nil {
 		t.Errorf("empty tenant page %+v", page)
 	}
-	if got := asJSON(t, page); got != `{"page":1,"page_size":50,"results":[],"total":0,"total_pages":0}` {
+	if got := testenv.AsJSON(t, page); got != `{"page":1,"page_size":50,"results":[],"total":0,"total_pages":0}` {
 		t.Errorf("empty page JSON %s", got)
 	}
 }

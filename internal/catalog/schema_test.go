@@ -11,6 +11,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/catalog"
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/store"
+	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 func TestSchemaOfNewTenant(t *testing.T) {
@@ -24,7 +25,7 @@ func TestSchemaOfNewTenant(t *testing.T) {
 		t.Fatalf("schema of a new tenant %+v, want no fields, USD, en", sc)
 	}
 	// The API shows an empty list, not null.
-	if got, want := asJSON(t, sc), `{"default_currency":"USD","default_locale":"en","fields":[]}`; got != want {
+	if got, want := testenv.AsJSON(t, sc), `{"default_currency":"USD","default_locale":"en","fields":[]}`; got != want {
 		t.Errorf("JSON %s, want %s", got, want)
 	}
 	if n := f.count("SELECT count(*) FROM product_schemas WHERE tenant_id = $1", tn); n != 0 {
@@ -95,17 +96,17 @@ func TestPutSchemaValidation(t *testing.T) {
 				if err != nil {
 					t.Fatalf("PutSchema: %v", err)
 				}
-				if asJSON(t, after) != asJSON(t, out) {
-					t.Errorf("stored %s, returned %s", asJSON(t, after), asJSON(t, out))
+				if testenv.AsJSON(t, after) != testenv.AsJSON(t, out) {
+					t.Errorf("stored %s, returned %s", testenv.AsJSON(t, after), testenv.AsJSON(t, out))
 				}
 				return
 			}
-			wantFieldErrors(t, err, tt.want)
+			testenv.WantFieldErrors(t, err, tt.want)
 			if out != nil {
 				t.Errorf("PutSchema returned %+v with the error", out)
 			}
-			if asJSON(t, after) != asJSON(t, before) {
-				t.Errorf("refused PUT changed the schema to %s (was %s)", asJSON(t, after), asJSON(t, before))
+			if testenv.AsJSON(t, after) != testenv.AsJSON(t, before) {
+				t.Errorf("refused PUT changed the schema to %s (was %s)", testenv.AsJSON(t, after), testenv.AsJSON(t, before))
 			}
 		})
 	}
@@ -133,15 +134,15 @@ func TestPutSchemaStoresAndDefaults(t *testing.T) {
 		`{"facet":false,"label":"Weight","name":"weight","required":true,"searchable":false,"type":"number","unit":"kg"},` +
 		`{"facet":true,"label":"tags","name":"tags","required":false,"searchable":true,"type":"array"},` +
 		`{"facet":false,"label":"Beschreibung","name":"description","required":false,"searchable":true,"type":"text"}]}`
-	if got := asJSON(t, out); got != want {
+	if got := testenv.AsJSON(t, out); got != want {
 		t.Errorf("PUT returned\n %s\nwant\n %s", got, want)
 	}
 	got, err := f.svc.Schema(f.ctx, tn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if asJSON(t, got) != want {
-		t.Errorf("GET returned\n %s\nwant\n %s", asJSON(t, got), want)
+	if testenv.AsJSON(t, got) != want {
+		t.Errorf("GET returned\n %s\nwant\n %s", testenv.AsJSON(t, got), want)
 	}
 
 	// Empty currency and locale fall back to the defaults; the fields list can be emptied.
@@ -149,16 +150,16 @@ func TestPutSchemaStoresAndDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := asJSON(t, out); got != `{"default_currency":"USD","default_locale":"en","fields":[]}` {
+	if got := testenv.AsJSON(t, out); got != `{"default_currency":"USD","default_locale":"en","fields":[]}` {
 		t.Errorf("empty PUT returned %s", got)
 	}
-	if got, _ := f.svc.Schema(f.ctx, tn); asJSON(t, got) != asJSON(t, out) {
-		t.Errorf("GET after empty PUT %s", asJSON(t, got))
+	if got, _ := f.svc.Schema(f.ctx, tn); testenv.AsJSON(t, got) != testenv.AsJSON(t, out) {
+		t.Errorf("GET after empty PUT %s", testenv.AsJSON(t, got))
 	}
 	// Another tenant still has the default.
 	other := f.tenant("other")
-	if got, _ := f.svc.Schema(f.ctx, other); asJSON(t, got) != `{"default_currency":"USD","default_locale":"en","fields":[]}` {
-		t.Errorf("another tenant's schema %s", asJSON(t, got))
+	if got, _ := f.svc.Schema(f.ctx, other); testenv.AsJSON(t, got) != `{"default_currency":"USD","default_locale":"en","fields":[]}` {
+		t.Errorf("another tenant's schema %s", testenv.AsJSON(t, got))
 	}
 }
 
@@ -266,7 +267,7 @@ func TestTypeChangeRefusedRollsBack(t *testing.T) {
 	f.putSchema(tn, fld("a", "string"), fld("b", "string"))
 	f.create(tn, "P-1", "One", `{"a":"12.5","b":"abc"}`)
 	f.create(tn, "P-2", "Two", `{"a":"3","b":"4"}`)
-	before := asJSON(t, must(f.svc.Schema(f.ctx, tn)))
+	before := testenv.AsJSON(t, must(f.svc.Schema(f.ctx, tn)))
 	_, err := f.svc.PutSchema(f.ctx, tn, catalog.Schema{Fields: []catalog.Field{fld("a", "number"), fld("b", "number"), fld("c", "string")}, DefaultCurrency: "EUR"})
 	ve := validation(t, err)
 	if ve.Code != "type_change_conflict" || ve.Fields["fields[1].type"] != "1 product(s) hold values that cannot become number: P-1" {
@@ -275,7 +276,7 @@ func TestTypeChangeRefusedRollsBack(t *testing.T) {
 	if !strings.Contains(ve.Msg, "1 product(s) hold b values that are not number") {
 		t.Errorf("message %q", ve.Msg)
 	}
-	if got := asJSON(t, must(f.svc.Schema(f.ctx, tn))); got != before {
+	if got := testenv.AsJSON(t, must(f.svc.Schema(f.ctx, tn))); got != before {
 		t.Errorf("schema after a refused PUT %s, want %s", got, before)
 	}
 	if got := f.storedData(tn, "P-1"); got != `{"a":"12.5","b":"abc"}` {
@@ -368,11 +369,11 @@ func TestRemovedFieldKeepsValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if asJSON(t, got.Data) != `{"color":"red","size":"M"}` {
-		t.Errorf("data after removing color %s, want the value kept", asJSON(t, got.Data))
+	if testenv.AsJSON(t, got.Data) != `{"color":"red","size":"M"}` {
+		t.Errorf("data after removing color %s, want the value kept", testenv.AsJSON(t, got.Data))
 	}
 	_, err = f.svc.List(f.ctx, tn, catalog.ListQuery{Filters: map[string]string{"color": "red"}})
-	wantFieldErrors(t, err, map[string]string{"color": "is not a filter"})
+	testenv.WantFieldErrors(t, err, map[string]string{"color": "is not a filter"})
 	facets, err := f.svc.Facets(f.ctx, tn)
 	if err != nil {
 		t.Fatal(err)
@@ -382,7 +383,7 @@ func TestRemovedFieldKeepsValues(t *testing.T) {
 	}
 	// Writes cannot set it either.
 	_, err = f.svc.Create(f.ctx, tn, catalog.ProductInput{SKU: "P-3", Name: "x", Data: json.RawMessage(`{"color":"blue"}`)})
-	wantFieldErrors(t, err, map[string]string{"data.color": "not a field of the product schema"})
+	testenv.WantFieldErrors(t, err, map[string]string{"data.color": "not a field of the product schema"})
 	// A PATCH of another field keeps the hidden value.
 	if _, err := f.svc.Update(f.ctx, tn, p.ID, catalog.ProductPatch{Data: json.RawMessage(`{"size":"S"}`)}); err != nil {
 		t.Fatal(err)
@@ -420,9 +421,9 @@ func TestSchemaChangeThenWrites(t *testing.T) {
 	p := f.create(tn, "P-1", "No brand", ``)
 	f.putSchema(tn, catalog.Field{Name: "brand", Type: "string", Required: true})
 	_, err := f.svc.Create(f.ctx, tn, catalog.ProductInput{SKU: "P-2", Name: "x"})
-	wantFieldErrors(t, err, map[string]string{"data.brand": "required"})
+	testenv.WantFieldErrors(t, err, map[string]string{"data.brand": "required"})
 	// The existing product stays readable and its name can change.
-	if _, err := f.svc.Update(f.ctx, tn, p.ID, catalog.ProductPatch{Name: ptr("Renamed")}); err != nil {
+	if _, err := f.svc.Update(f.ctx, tn, p.ID, catalog.ProductPatch{Name: new("Renamed")}); err != nil {
 		t.Errorf("rename a product lacking a newly required field: %v", err)
 	}
 }
@@ -433,8 +434,6 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // TestSchemaChangeConcurrentWrites: product writes racing a type change never leave a value of the
 // old type behind: a write either happens before the change (and is converted) or is checked

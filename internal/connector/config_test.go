@@ -121,9 +121,9 @@ func TestCreateValidation(t *testing.T) {
 		{name: "name at the limit", kind: "klaviyo", cname: strings.Repeat("n", connector.MaxNameLength), config: klaviyoOK,
 			wantCfg: map[string]any{"list_id": "Xy7Abc", "api_key": "***"}},
 		{name: "segment_id missing", kind: "klaviyo", noSegment: true, config: klaviyoOK, want: []string{"segment_id"}},
-		{name: "segment_id zero", kind: "klaviyo", segment: ptr(int64(0)), config: klaviyoOK, want: []string{"segment_id"}},
+		{name: "segment_id zero", kind: "klaviyo", segment: new(int64(0)), config: klaviyoOK, want: []string{"segment_id"}},
 		{name: "segment of another tenant", kind: "klaviyo", segment: &otherSeg, config: klaviyoOK, want: []string{"segment_id"}},
-		{name: "segment that does not exist", kind: "klaviyo", segment: ptr(otherSeg + 1000), config: klaviyoOK, want: []string{"segment_id"}},
+		{name: "segment that does not exist", kind: "klaviyo", segment: new(otherSeg + 1000), config: klaviyoOK, want: []string{"segment_id"}},
 		{name: "several errors at once", kind: "braze", noName: true, noSegment: true, config: `{"rest_endpoint":"http://x","extra":1}`,
 			want: []string{"config.api_key", "config.extra", "config.rest_endpoint", "name", "segment_id"}},
 	}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,31 +26,13 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // trip unchanged.
 var fixtureStart = time.Date(2026, 4, 1, 9, 30, 0, 0, time.UTC)
 
-// fakeClock is the injected clock of the service under test.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // fixture is a fresh migrated database with a connector service over it.
 type fixture struct {
 	t     *testing.T
 	ctx   context.Context
 	db    *store.DB
 	box   *secretbox.Box
-	clock *fakeClock
+	clock *testenv.Clock
 	svc   *connector.Service
 }
 
@@ -71,7 +52,7 @@ func testBox(t *testing.T) *secretbox.Box {
 func newFixture(t *testing.T, o connector.Options) *fixture {
 	t.Helper()
 	db := testenv.OpenDB(t)
-	clock := &fakeClock{now: fixtureStart}
+	clock := testenv.NewClock(fixtureStart)
 	box := testBox(t)
 	return &fixture{t: t, ctx: context.Background(), db: db, box: box, clock: clock,
 		svc: connector.NewService(db.Gorm, db.Pool, box, clock.Now, o)}
@@ -268,8 +249,6 @@ func users(prefix string, from, n int) []string {
 	return out
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // sameRecord compares two API records as the API serialises them (times compare by instant,
 // whatever their location).
 func sameRecord(a, b *connector.Connector) bool {
@@ -277,7 +256,7 @@ func sameRecord(a, b *connector.Connector) bool {
 		cp := *c
 		cp.CreatedAt, cp.UpdatedAt = cp.CreatedAt.UTC(), cp.UpdatedAt.UTC()
 		if cp.LastSyncedAt != nil {
-			cp.LastSyncedAt = ptr(cp.LastSyncedAt.UTC())
+			cp.LastSyncedAt = new(cp.LastSyncedAt.UTC())
 		}
 		j, _ := json.Marshal(cp)
 		return string(j)

@@ -18,6 +18,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/connector/platform"
 	"github.com/cohort-dev/cohort/internal/connector/platformfake"
 	"github.com/cohort-dev/cohort/internal/safehttp"
+	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 // syncLog is a concurrency-safe buffer for a test logger.
@@ -96,7 +97,7 @@ func TestBlockedDestinationTellsTheTenantNoAddress(t *testing.T) {
 			}
 			got := f.get(tenant, c.ID)
 			stored := f.run(tenant, run.ID)
-			for what, msg := range map[string]string{"error": err.Error(), "last_error": deref(got.LastError), "run error": deref(stored.Error)} {
+			for what, msg := range map[string]string{"error": err.Error(), "last_error": testenv.Deref(got.LastError), "run error": testenv.Deref(stored.Error)} {
 				if !strings.Contains(msg, "destination not allowed") {
 					t.Errorf("%s %q, want it to say the destination is not allowed", what, msg)
 				}
@@ -148,11 +149,4 @@ func TestRedirectLoopIsPermanent(t *testing.T) {
 			}
 		})
 	}
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

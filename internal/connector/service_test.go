@@ -158,30 +158,30 @@ func TestUpdate(t *testing.T) {
 		check   check
 	}{
 		{name: "masked key keeps the stored key", kind: connector.KindKlaviyo, config: klaviyoCfg,
-			in: connector.UpdateInput{Config: ptr(json.RawMessage(`{"api_key":"***"}`))}, wantKey: klaviyoKey,
+			in: connector.UpdateInput{Config: new(json.RawMessage(`{"api_key":"***"}`))}, wantKey: klaviyoKey,
 			check: func(t *testing.T, c *connector.Connector, _ string) {
 				if !reflect.DeepEqual(c.Config, map[string]any{"list_id": "L1", "api_key": "***"}) {
 					t.Errorf("config %v", c.Config)
 				}
 			}},
 		{name: "masked key with another field change", kind: connector.KindKlaviyo, config: klaviyoCfg,
-			in: connector.UpdateInput{Config: ptr(json.RawMessage(`{"list_id":"L9","api_key":"***"}`))}, wantKey: klaviyoKey,
+			in: connector.UpdateInput{Config: new(json.RawMessage(`{"list_id":"L9","api_key":"***"}`))}, wantKey: klaviyoKey,
 			check: func(t *testing.T, c *connector.Connector, _ string) {
 				if c.Config["list_id"] != "L9" {
 					t.Errorf("list_id %v, want L9", c.Config["list_id"])
 				}
 			}},
 		{name: "config without the key keeps it", kind: connector.KindKlaviyo, config: klaviyoCfg,
-			in: connector.UpdateInput{Config: ptr(json.RawMessage(`{"list_id":"L2"}`))}, wantKey: klaviyoKey},
+			in: connector.UpdateInput{Config: new(json.RawMessage(`{"list_id":"L2"}`))}, wantKey: klaviyoKey},
 		{name: "new key replaces the stored one", kind: connector.KindKlaviyo, config: klaviyoCfg,
-			in: connector.UpdateInput{Config: ptr(json.RawMessage(`{"api_key":"` + klaviyoKey2 + `"}`))}, wantKey: klaviyoKey2,
+			in: connector.UpdateInput{Config: new(json.RawMessage(`{"api_key":"` + klaviyoKey2 + `"}`))}, wantKey: klaviyoKey2,
 			check: func(t *testing.T, c *connector.Connector, _ string) {
 				if c.Config["api_key"] != "***" {
 					t.Errorf("api_key returned as %v", c.Config["api_key"])
 				}
 			}},
 		{name: "null removes an optional field", kind: connector.KindBraze, config: brazeCfg,
-			in: connector.UpdateInput{Config: ptr(json.RawMessage(`{"segment_id":null}`))}, wantKey: "b-key-0123456789",
+			in: connector.UpdateInput{Config: new(json.RawMessage(`{"segment_id":null}`))}, wantKey: "b-key-0123456789",
 			check: func(t *testing.T, c *connector.Connector, _ string) {
 				want := map[string]any{"rest_endpoint": "https://rest.iad-01.braze.com", "api_key": "***", "attribute": "vip"}
 				if !reflect.DeepEqual(c.Config, want) {
@@ -189,57 +189,57 @@ func TestUpdate(t *testing.T) {
 				}
 			}},
 		{name: "null attribute falls back to the default", kind: connector.KindBraze, config: brazeCfg,
-			in: connector.UpdateInput{Config: ptr(json.RawMessage(`{"attribute":null}`))}, wantKey: "b-key-0123456789",
+			in: connector.UpdateInput{Config: new(json.RawMessage(`{"attribute":null}`))}, wantKey: "b-key-0123456789",
 			check: func(t *testing.T, c *connector.Connector, _ string) {
 				if c.Config["attribute"] != connector.DefaultBrazeAttribute(seg) || c.Config["segment_id"] != "braze-seg-1" {
 					t.Errorf("config %v, want the default attribute and segment_id kept", c.Config)
 				}
 			}},
 		{name: "audience_id as a string", kind: connector.KindTalonOne, config: talonCfg,
-			in: connector.UpdateInput{Config: ptr(json.RawMessage(`{"audience_id":"77"}`))}, wantKey: "t1-key-0123456789",
+			in: connector.UpdateInput{Config: new(json.RawMessage(`{"audience_id":"77"}`))}, wantKey: "t1-key-0123456789",
 			check: func(t *testing.T, c *connector.Connector, _ string) {
 				if c.Config["audience_id"] != int64(77) {
 					t.Errorf("audience_id %#v, want 77", c.Config["audience_id"])
 				}
 			}},
 		{name: "name trimmed", kind: connector.KindTalonOne, config: talonCfg,
-			in: connector.UpdateInput{Name: ptr("  Renamed  ")}, wantKey: "t1-key-0123456789",
+			in: connector.UpdateInput{Name: new("  Renamed  ")}, wantKey: "t1-key-0123456789",
 			check: func(t *testing.T, c *connector.Connector, _ string) {
 				if c.Name != "Renamed" {
 					t.Errorf("name %q", c.Name)
 				}
 			}},
 		{name: "status inactive", kind: connector.KindTalonOne, config: talonCfg,
-			in: connector.UpdateInput{Status: ptr(connector.StatusInactive)}, wantKey: "t1-key-0123456789",
+			in: connector.UpdateInput{Status: new(connector.StatusInactive)}, wantKey: "t1-key-0123456789",
 			check: func(t *testing.T, c *connector.Connector, _ string) {
 				if c.Status != connector.StatusInactive {
 					t.Errorf("status %q", c.Status)
 				}
 			}},
 		{name: "null on a required field", kind: connector.KindKlaviyo, config: klaviyoCfg,
-			in: connector.UpdateInput{Config: ptr(json.RawMessage(`{"list_id":null}`))}, want: []string{"config.list_id"}},
+			in: connector.UpdateInput{Config: new(json.RawMessage(`{"list_id":null}`))}, want: []string{"config.list_id"}},
 		{name: "null on the key", kind: connector.KindKlaviyo, config: klaviyoCfg,
-			in: connector.UpdateInput{Config: ptr(json.RawMessage(`{"api_key":null}`))}, want: []string{"config.api_key"}},
+			in: connector.UpdateInput{Config: new(json.RawMessage(`{"api_key":null}`))}, want: []string{"config.api_key"}},
 		{name: "null on audience_id", kind: connector.KindTalonOne, config: talonCfg,
-			in: connector.UpdateInput{Config: ptr(json.RawMessage(`{"audience_id":null}`))}, want: []string{"config.audience_id"}},
+			in: connector.UpdateInput{Config: new(json.RawMessage(`{"audience_id":null}`))}, want: []string{"config.audience_id"}},
 		{name: "empty key", kind: connector.KindKlaviyo, config: klaviyoCfg,
-			in: connector.UpdateInput{Config: ptr(json.RawMessage(`{"api_key":""}`))}, want: []string{"config.api_key"}},
+			in: connector.UpdateInput{Config: new(json.RawMessage(`{"api_key":""}`))}, want: []string{"config.api_key"}},
 		{name: "unknown field", kind: connector.KindKlaviyo, config: klaviyoCfg,
-			in: connector.UpdateInput{Config: ptr(json.RawMessage(`{"audience_id":1}`))}, want: []string{"config.audience_id"}},
+			in: connector.UpdateInput{Config: new(json.RawMessage(`{"audience_id":1}`))}, want: []string{"config.audience_id"}},
 		{name: "http URL", kind: connector.KindBraze, config: brazeCfg,
-			in: connector.UpdateInput{Config: ptr(json.RawMessage(`{"rest_endpoint":"http://rest.iad-01.braze.com"}`))}, want: []string{"config.rest_endpoint"}},
+			in: connector.UpdateInput{Config: new(json.RawMessage(`{"rest_endpoint":"http://rest.iad-01.braze.com"}`))}, want: []string{"config.rest_endpoint"}},
 		{name: "config not an object", kind: connector.KindBraze, config: brazeCfg,
-			in: connector.UpdateInput{Config: ptr(json.RawMessage(`["x"]`))}, want: []string{"config"}},
+			in: connector.UpdateInput{Config: new(json.RawMessage(`["x"]`))}, want: []string{"config"}},
 		{name: "status error refused", kind: connector.KindKlaviyo, config: klaviyoCfg,
-			in: connector.UpdateInput{Status: ptr(connector.StatusError)}, want: []string{"status"}},
+			in: connector.UpdateInput{Status: new(connector.StatusError)}, want: []string{"status"}},
 		{name: "status unknown", kind: connector.KindKlaviyo, config: klaviyoCfg,
-			in: connector.UpdateInput{Status: ptr("paused")}, want: []string{"status"}},
+			in: connector.UpdateInput{Status: new("paused")}, want: []string{"status"}},
 		{name: "name empty", kind: connector.KindKlaviyo, config: klaviyoCfg,
-			in: connector.UpdateInput{Name: ptr(" ")}, want: []string{"name"}},
+			in: connector.UpdateInput{Name: new(" ")}, want: []string{"name"}},
 		{name: "name too long", kind: connector.KindKlaviyo, config: klaviyoCfg,
-			in: connector.UpdateInput{Name: ptr(strings.Repeat("x", connector.MaxNameLength+1))}, want: []string{"name"}},
+			in: connector.UpdateInput{Name: new(strings.Repeat("x", connector.MaxNameLength+1))}, want: []string{"name"}},
 		{name: "valid status with an invalid config changes nothing", kind: connector.KindKlaviyo, config: klaviyoCfg,
-			in: connector.UpdateInput{Status: ptr(connector.StatusActive), Config: ptr(json.RawMessage(`{"list_id":""}`))}, want: []string{"config.list_id"}},
+			in: connector.UpdateInput{Status: new(connector.StatusActive), Config: new(json.RawMessage(`{"list_id":""}`))}, want: []string{"config.list_id"}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -319,7 +319,7 @@ func TestActivateClearsError(t *testing.T) {
 	if got.Status != connector.StatusError || got.LastError == nil || *got.LastError != "klaviyo: HTTP 401: not_authenticated" {
 		t.Fatalf("after a failed sync: status %q last_error %v, want error with the message", got.Status, got.LastError)
 	}
-	got, err := f.svc.Update(f.ctx, tenant, c.ID, connector.UpdateInput{Status: ptr(connector.StatusActive)})
+	got, err := f.svc.Update(f.ctx, tenant, c.ID, connector.UpdateInput{Status: new(connector.StatusActive)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestOtherTenantsConnectorIsNotFound(t *testing.T) {
 	calls := map[string]func() error{
 		"Get": func() error { _, err := f.svc.Get(f.ctx, intruder, c.ID); return err },
 		"Update": func() error {
-			_, err := f.svc.Update(f.ctx, intruder, c.ID, connector.UpdateInput{Name: ptr("mine"), Status: ptr(connector.StatusActive)})
+			_, err := f.svc.Update(f.ctx, intruder, c.ID, connector.UpdateInput{Name: new("mine"), Status: new(connector.StatusActive)})
 			return err
 		},
 		"Delete":      func() error { return f.svc.Delete(f.ctx, intruder, c.ID) },
@@ -548,7 +548,7 @@ func TestLargeAudienceIDSurvives(t *testing.T) {
 	if got := fmt.Sprint(c.Config["audience_id"]); got != big {
 		t.Errorf("returned audience_id %s, want %s", got, big)
 	}
-	if _, err := f.svc.Update(f.ctx, tenant, c.ID, connector.UpdateInput{Config: ptr(json.RawMessage(`{"base_url":"https://y.talon.one"}`))}); err != nil {
+	if _, err := f.svc.Update(f.ctx, tenant, c.ID, connector.UpdateInput{Config: new(json.RawMessage(`{"base_url":"https://y.talon.one"}`))}); err != nil {
 		t.Fatal(err)
 	}
 	creds, err := f.svc.Credentials(f.ctx, tenant, c.ID)

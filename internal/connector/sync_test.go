@@ -224,7 +224,7 @@ func TestFinishSync(t *testing.T) {
 			}
 			if tc.status == connector.StatusError {
 				f.exec(`UPDATE activation_connectors SET status = 'error', last_error = 'previous failure' WHERE id = $1`, c.ID)
-				oldError = ptr("previous failure")
+				oldError = new("previous failure")
 			}
 			run := f.begin(tenant, c.ID, "wf-finish-"+tc.status+"-"+outcome)
 			f.clock.Advance(90 * time.Second)
@@ -1101,7 +1101,7 @@ func TestChangingTheDestinationResendsEveryMember(t *testing.T) {
 			if counts, _, _ := f.syncOnce(tenant, c.ID, f.adapter(platforms, tenant, c.ID), "wf-dest-1-"+tc.name); counts.Added != 5 {
 				t.Fatalf("first sync added %d, want 5", counts.Added)
 			}
-			if _, err := f.svc.Update(f.ctx, tenant, c.ID, connector.UpdateInput{Config: ptr(json.RawMessage(tc.patch))}); err != nil {
+			if _, err := f.svc.Update(f.ctx, tenant, c.ID, connector.UpdateInput{Config: new(json.RawMessage(tc.patch))}); err != nil {
 				t.Fatal(err)
 			}
 			counts, _, _ := f.syncOnce(tenant, c.ID, f.adapter(platforms, tenant, c.ID), "wf-dest-2-"+tc.name)

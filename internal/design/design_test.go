@@ -8,9 +8,6 @@ import (
 	"github.com/cohort-dev/cohort/internal/errs"
 )
 
-func sp(s string) *string { return &s }
-func ip(n int) *int       { return &n }
-
 func TestPatchValidate(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -18,46 +15,46 @@ func TestPatchValidate(t *testing.T) {
 		field string // the field error expected; "" when valid
 	}{
 		{"empty patch", Patch{}, ""},
-		{"short hex", Patch{PrimaryColor: sp("#FA0")}, ""},
-		{"long hex", Patch{TextColor: sp(" #1E40af ")}, ""},
-		{"hex without #", Patch{PrimaryColor: sp("1e40af")}, "primary_color"},
-		{"named color", Patch{SecondaryColor: sp("red")}, "secondary_color"},
-		{"four digits", Patch{BackgroundColor: sp("#abcd")}, "background_color"},
-		{"css injection in color", Patch{TextColor: sp("#fff;}body{x:y")}, "text_color"},
-		{"font", Patch{HeadingFont: sp("  IBM   Plex Sans ")}, ""},
-		{"font with digits", Patch{BodyFont: sp("Source Sans 3")}, ""},
-		{"font unicode", Patch{BodyFont: sp("Noto Sans 日本語")}, ""},
-		{"font semicolon", Patch{BodyFont: sp("Inter;color:red")}, "body_font"},
-		{"font brace", Patch{HeadingFont: sp("Inter}")}, "heading_font"},
-		{"font angle", Patch{HeadingFont: sp("</style>")}, "heading_font"},
-		{"font parens", Patch{HeadingFont: sp("url(x)")}, "heading_font"},
-		{"font quote", Patch{HeadingFont: sp(`"Inter"`)}, "heading_font"},
-		{"font comma", Patch{HeadingFont: sp("Inter, sans-serif")}, "heading_font"},
-		{"font blank", Patch{HeadingFont: sp("   ")}, "heading_font"},
-		{"font too long", Patch{HeadingFont: sp(strings.Repeat("a", MaxFontLength+1))}, "heading_font"},
-		{"radius zero", Patch{BorderRadius: sp("0")}, ""},
-		{"radius px", Patch{BorderRadius: sp("4px")}, ""},
-		{"radius rem", Patch{BorderRadius: sp("0.5rem")}, ""},
-		{"radius percent", Patch{BorderRadius: sp("8%")}, ""},
-		{"radius leading dot", Patch{BorderRadius: sp(".25em")}, ""},
-		{"radius no unit", Patch{BorderRadius: sp("4")}, "border_radius"},
-		{"radius negative", Patch{BorderRadius: sp("-4px")}, "border_radius"},
-		{"radius expression", Patch{BorderRadius: sp("calc(1px)")}, "border_radius"},
-		{"radius injection", Patch{BorderRadius: sp("4px;}")}, "border_radius"},
-		{"spacing 0", Patch{SpacingUnit: ip(0)}, ""},
-		{"spacing 64", Patch{SpacingUnit: ip(64)}, ""},
-		{"spacing 65", Patch{SpacingUnit: ip(65)}, "spacing_unit"},
-		{"spacing negative", Patch{SpacingUnit: ip(-1)}, "spacing_unit"},
-		{"css", Patch{CustomCSS: sp(".hero > h1 { letter-spacing: -0.02em; }")}, ""},
-		{"css at cap", Patch{CustomCSS: sp(strings.Repeat("a", MaxCustomCSSBytes))}, ""},
-		{"css over cap", Patch{CustomCSS: sp(strings.Repeat("a", MaxCustomCSSBytes+1))}, "custom_css"},
-		{"css closes style", Patch{CustomCSS: sp("a{}</STYLE><script>alert(1)</script>")}, "custom_css"},
-		{"css closes style spaced", Patch{CustomCSS: sp("a{}</style >")}, "custom_css"},
-		{"css comment open", Patch{CustomCSS: sp("<!-- a{}")}, "custom_css"},
-		{"css comment close", Patch{CustomCSS: sp("a{} -->")}, "custom_css"},
-		{"css script", Patch{CustomCSS: sp("<ScRiPt>")}, "custom_css"},
-		{"css NUL", Patch{CustomCSS: sp("a{}\x00")}, "custom_css"},
-		{"css invalid utf8", Patch{CustomCSS: sp("a{}\xff")}, "custom_css"},
+		{"short hex", Patch{PrimaryColor: new("#FA0")}, ""},
+		{"long hex", Patch{TextColor: new(" #1E40af ")}, ""},
+		{"hex without #", Patch{PrimaryColor: new("1e40af")}, "primary_color"},
+		{"named color", Patch{SecondaryColor: new("red")}, "secondary_color"},
+		{"four digits", Patch{BackgroundColor: new("#abcd")}, "background_color"},
+		{"css injection in color", Patch{TextColor: new("#fff;}body{x:y")}, "text_color"},
+		{"font", Patch{HeadingFont: new("  IBM   Plex Sans ")}, ""},
+		{"font with digits", Patch{BodyFont: new("Source Sans 3")}, ""},
+		{"font unicode", Patch{BodyFont: new("Noto Sans 日本語")}, ""},
+		{"font semicolon", Patch{BodyFont: new("Inter;color:red")}, "body_font"},
+		{"font brace", Patch{HeadingFont: new("Inter}")}, "heading_font"},
+		{"font angle", Patch{HeadingFont: new("</style>")}, "heading_font"},
+		{"font parens", Patch{HeadingFont: new("url(x)")}, "heading_font"},
+		{"font quote", Patch{HeadingFont: new(`"Inter"`)}, "heading_font"},
+		{"font comma", Patch{HeadingFont: new("Inter, sans-serif")}, "heading_font"},
+		{"font blank", Patch{HeadingFont: new("   ")}, "heading_font"},
+		{"font too long", Patch{HeadingFont: new(strings.Repeat("a", MaxFontLength+1))}, "heading_font"},
+		{"radius zero", Patch{BorderRadius: new("0")}, ""},
+		{"radius px", Patch{BorderRadius: new("4px")}, ""},
+		{"radius rem", Patch{BorderRadius: new("0.5rem")}, ""},
+		{"radius percent", Patch{BorderRadius: new("8%")}, ""},
+		{"radius leading dot", Patch{BorderRadius: new(".25em")}, ""},
+		{"radius no unit", Patch{BorderRadius: new("4")}, "border_radius"},
+		{"radius negative", Patch{BorderRadius: new("-4px")}, "border_radius"},
+		{"radius expression", Patch{BorderRadius: new("calc(1px)")}, "border_radius"},
+		{"radius injection", Patch{BorderRadius: new("4px;}")}, "border_radius"},
+		{"spacing 0", Patch{SpacingUnit: new(0)}, ""},
+		{"spacing 64", Patch{SpacingUnit: new(64)}, ""},
+		{"spacing 65", Patch{SpacingUnit: new(65)}, "spacing_unit"},
+		{"spacing negative", Patch{SpacingUnit: new(-1)}, "spacing_unit"},
+		{"css", Patch{CustomCSS: new(".hero > h1 { letter-spacing: -0.02em; }")}, ""},
+		{"css at cap", Patch{CustomCSS: new(strings.Repeat("a", MaxCustomCSSBytes))}, ""},
+		{"css over cap", Patch{CustomCSS: new(strings.Repeat("a", MaxCustomCSSBytes+1))}, "custom_css"},
+		{"css closes style", Patch{CustomCSS: new("a{}</STYLE><script>alert(1)</script>")}, "custom_css"},
+		{"css closes style spaced", Patch{CustomCSS: new("a{}</style >")}, "custom_css"},
+		{"css comment open", Patch{CustomCSS: new("<!-- a{}")}, "custom_css"},
+		{"css comment close", Patch{CustomCSS: new("a{} -->")}, "custom_css"},
+		{"css script", Patch{CustomCSS: new("<ScRiPt>")}, "custom_css"},
+		{"css NUL", Patch{CustomCSS: new("a{}\x00")}, "custom_css"},
+		{"css invalid utf8", Patch{CustomCSS: new("a{}\xff")}, "custom_css"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,7 +77,7 @@ func TestPatchValidate(t *testing.T) {
 }
 
 func TestPatchNormalises(t *testing.T) {
-	p, err := Patch{PrimaryColor: sp(" #1E40AF"), HeadingFont: sp("  IBM   Plex Sans "), BorderRadius: sp(" 4px ")}.Validate()
+	p, err := Patch{PrimaryColor: new(" #1E40AF"), HeadingFont: new("  IBM   Plex Sans "), BorderRadius: new(" 4px ")}.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func TestStoreGetCreatesDefaultAndUpdatePatches(t *testing.T) {
 	}
 
 	clock.Advance(time.Minute)
-	up, err := st.Update(ctx, a, Patch{PrimaryColor: sp("#1E40AF"), SpacingUnit: ip(0), CustomCSS: sp(".x{}")})
+	up, err := st.Update(ctx, a, Patch{PrimaryColor: new("#1E40AF"), SpacingUnit: new(0), CustomCSS: new(".x{}")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,13 +47,13 @@ func TestStoreGetCreatesDefaultAndUpdatePatches(t *testing.T) {
 		t.Fatalf("updated %+v", up)
 	}
 	// Unset fields keep their value; empty custom_css clears it.
-	up, err = st.Update(ctx, a, Patch{CustomCSS: sp("")})
+	up, err = st.Update(ctx, a, Patch{CustomCSS: new("")})
 	if err != nil || up.PrimaryColor != "#1e40af" || up.CustomCSS != "" || up.SpacingUnit != 0 {
 		t.Fatalf("second update %+v %v", up, err)
 	}
 
 	// A refused patch writes nothing.
-	_, err = st.Update(ctx, a, Patch{PrimaryColor: sp("#000"), BodyFont: sp("a{b}")})
+	_, err = st.Update(ctx, a, Patch{PrimaryColor: new("#000"), BodyFont: new("a{b}")})
 	var ve *errs.ValidationError
 	if !errors.As(err, &ve) || ve.Fields["body_font"] == "" {
 		t.Fatalf("error %v", err)
@@ -63,7 +63,7 @@ func TestStoreGetCreatesDefaultAndUpdatePatches(t *testing.T) {
 	}
 
 	// Tenant B: its own default, untouched by A's changes; a PUT first creates then patches.
-	gb, err := st.Update(ctx, b, Patch{HeadingFont: sp("Lora")})
+	gb, err := st.Update(ctx, b, Patch{HeadingFont: new("Lora")})
 	if err != nil {
 		t.Fatal(err)
 	}

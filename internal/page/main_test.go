@@ -80,6 +80,4 @@ func (e *env) page(tenantID int64, in CreateInput) *Page {
 	return p
 }
 
-func ptr[T any](v T) *T { return &v }
-
 var errDown = errors.New("temporal is down")

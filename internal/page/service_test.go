@@ -92,7 +92,7 @@ func TestCreatePageAndGeneration(t *testing.T) {
 	} else {
 		wantCode(t, err, errs.ErrConflict, "version_conflict")
 	}
-	built, err := e.svc.ApplyBuild(e.ctx, e.a, p.ID, 1, validBlocks("SKU-2"), ptr("Built title"), nil, "make it about SKU-2")
+	built, err := e.svc.ApplyBuild(e.ctx, e.a, p.ID, 1, validBlocks("SKU-2"), new("Built title"), nil, "make it about SKU-2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,9 +206,9 @@ func TestBulkJobRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	q1 := e.query(e.a, "linen dresses")
-	existing := e.page(e.a, CreateInput{Query: &q1.ID, Slug: ptr("my-linen")})
+	existing := e.page(e.a, CreateInput{Query: &q1.ID, Slug: new("my-linen")})
 	q2 := e.query(e.a, "wool coats")
-	inactive, err := e.svc.CreateQuery(e.ctx, e.a, QueryInput{Text: "inactive", Active: ptr(false)})
+	inactive, err := e.svc.CreateQuery(e.ctx, e.a, QueryInput{Text: "inactive", Active: new(false)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestBulkJobRecords(t *testing.T) {
 		t.Fatalf("bulk of an unknown tenant: %+v", empty)
 	}
 	for _, q := range []int64{q1.ID, q2.ID, q3.ID, q4.ID} {
-		if _, err := e.svc.UpdateQuery(e.ctx, e.a, q, QueryPatch{Active: ptr(false)}); err != nil {
+		if _, err := e.svc.UpdateQuery(e.ctx, e.a, q, QueryPatch{Active: new(false)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -353,7 +353,7 @@ func TestQueryValidation(t *testing.T) {
 		{"newline", QueryInput{Text: "a\nb"}, "text"},
 		{"invalid utf8", QueryInput{Text: "a\xffb"}, "text"},
 		{"other tenant's segment", QueryInput{Text: "x", ProductSegmentID: &segB}, "product_segment_id"},
-		{"negative segment", QueryInput{Text: "x", ProductSegmentID: ptr(int64(-1))}, "product_segment_id"},
+		{"negative segment", QueryInput{Text: "x", ProductSegmentID: new(int64(-1))}, "product_segment_id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := e.svc.CreateQuery(e.ctx, e.a, tc.in)
@@ -374,7 +374,7 @@ func TestQueryValidation(t *testing.T) {
 	if _, err := e.svc.UpdateQuery(e.ctx, e.a, q.ID, QueryPatch{ProductSegmentID: json.RawMessage(`"5"`)}); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("string segment: %v", err)
 	}
-	if _, err := e.svc.UpdateQuery(e.ctx, e.b, q.ID, QueryPatch{Text: ptr("x")}); !errors.Is(err, errs.ErrNotFound) {
+	if _, err := e.svc.UpdateQuery(e.ctx, e.b, q.ID, QueryPatch{Text: new("x")}); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("other tenant's query: %v", err)
 	}
 	// Deleting a query keeps its pages.
@@ -472,7 +472,7 @@ func TestPublicProducts(t *testing.T) {
 		($1, 'B-2', 'Coat', 'b-2', 'coat', '{"price": "120", "image_url": "/b.jpg"}'),
 		($2, 'C-3', 'Other', 'c-3', 'other', '{}')`, e.a, e.b)
 	q := e.query(e.a, "shop")
-	p := e.page(e.a, CreateInput{Query: &q.ID, Published: ptr(true)})
+	p := e.page(e.a, CreateInput{Query: &q.ID, Published: new(true)})
 	if err := e.svc.SaveGenerated(e.ctx, e.a, p.ID, GeneratedContent{IntroCopy: "Hi", ProductSKUs: []string{"b-2", "A-1", "C-3", "gone"}, Blocks: validBlocks("A-1")}); err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +513,7 @@ func TestPublicPageGridSKUs(t *testing.T) {
 		($1, 'X-3', 'Ex', 'x-3', 'ex', '{}'),
 		($1, 'A-1', 'Dress', 'a-1', 'dress', '{}')`, e.a)
 	q := e.query(e.a, "shop")
-	p := e.page(e.a, CreateInput{Query: &q.ID, Published: ptr(true)})
+	p := e.page(e.a, CreateInput{Query: &q.ID, Published: new(true)})
 	if err := e.svc.SaveGenerated(e.ctx, e.a, p.ID, GeneratedContent{IntroCopy: "Hi", ProductSKUs: []string{"A-1"}, Blocks: validBlocks("A-1")}); err != nil {
 		t.Fatal(err)
 	}
@@ -544,7 +544,7 @@ func TestPublicPageGridSKUs(t *testing.T) {
 	}
 
 	// A page whose only SKUs are its grid's (as one made from a template): none recorded.
-	p2 := e.page(e.a, CreateInput{Query: &q.ID, Slug: ptr("from-grid"), Published: ptr(true)})
+	p2 := e.page(e.a, CreateInput{Query: &q.ID, Slug: new("from-grid"), Published: new(true)})
 	raw, _ = json.Marshal(validBlocks("NEW-1", "X-3"))
 	if _, err := e.svc.PatchPage(e.ctx, e.a, p2.ID, PatchInput{Blocks: raw}); err != nil {
 		t.Fatal(err)

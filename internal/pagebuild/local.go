@@ -267,17 +267,17 @@ func planAdd(rest string, blocks []block.Block, find func(string, bool) (int, st
 		}
 		switch {
 		case sub(1) != "":
-			pos = intp(0)
+			pos = new(0)
 		case sub(2) != "":
-			pos = intp(len(blocks))
+			pos = new(len(blocks))
 		default:
 			if otyp, _ := typeAt(sub(4)); otyp != "" {
 				if k, oid := find(otyp, false); oid != "" {
 					w := strings.ToLower(sub(3))
 					if w == "above" || w == "before" {
-						pos = intp(k)
+						pos = new(k)
 					} else {
-						pos = intp(k + 1)
+						pos = new(k + 1)
 					}
 				}
 			}
@@ -287,7 +287,7 @@ func planAdd(rest string, blocks []block.Block, find func(string, bool) (int, st
 		}
 	}
 	if pos == nil && typ == block.Hero {
-		pos = intp(0)
+		pos = new(0)
 	}
 	quoted := firstQuoted(detail)
 	props := map[string]any{}
@@ -426,8 +426,6 @@ func planSet(field, value string, blocks []block.Block, find func(string, bool) 
 	}
 	return nil, fmt.Sprintf("I do not know which field %q is.", f)
 }
-
-func intp(n int) *int { return &n }
 
 func firstQuoted(s string) string {
 	if m := reQuoted.FindStringSubmatch(s); m != nil {

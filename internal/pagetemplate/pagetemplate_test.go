@@ -15,8 +15,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-func sp(s string) *string { return &s }
-
 func tags(t ...string) *[]string { return &t }
 
 const heroBlocks = `[{"type":"hero","props":{"headline":"Summer sale","cta_label":"Shop","cta_url":"/sale"}},{"type":"product_grid","props":{"product_skus":["A-1"],"columns":4}}]`
@@ -28,7 +26,7 @@ func TestTemplatesCRUD(t *testing.T) {
 	a := testenv.Tenant(t, db, "tenant-a")
 	b := testenv.Tenant(t, db, "tenant-b")
 
-	tpl, err := svc.Create(ctx, a, Input{Name: sp("  Sale landing "), Description: sp("For seasonal sales.\nTwo blocks."),
+	tpl, err := svc.Create(ctx, a, Input{Name: new("  Sale landing "), Description: new("For seasonal sales.\nTwo blocks."),
 		Blocks: json.RawMessage(heroBlocks), Tags: tags("Sale", " summer ", "sale")})
 	if err != nil {
 		t.Fatal(err)
@@ -37,11 +35,11 @@ func TestTemplatesCRUD(t *testing.T) {
 		strings.Join(tpl.Tags, ",") != "sale,summer" || tpl.CreatedAt.IsZero() {
 		t.Fatalf("created %+v", tpl)
 	}
-	other, err := svc.Create(ctx, a, Input{Name: sp("Plain"), Blocks: json.RawMessage(`[]`)})
+	other, err := svc.Create(ctx, a, Input{Name: new("Plain"), Blocks: json.RawMessage(`[]`)})
 	if err != nil || len(other.Blocks) != 0 || len(other.Tags) != 0 || other.Description != "" {
 		t.Fatalf("created %+v %v", other, err)
 	}
-	if _, err := svc.Create(ctx, b, Input{Name: sp("B's"), Blocks: json.RawMessage(heroBlocks), Tags: tags("sale")}); err != nil {
+	if _, err := svc.Create(ctx, b, Input{Name: new("B's"), Blocks: json.RawMessage(heroBlocks), Tags: tags("sale")}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -77,7 +75,7 @@ func TestTemplatesCRUD(t *testing.T) {
 	if err != nil || up.Name != "Sale landing" || len(up.Blocks) != 2 || strings.Join(up.Tags, ",") != "evergreen" {
 		t.Fatalf("patched %+v %v", up, err)
 	}
-	up, err = svc.Update(ctx, a, tpl.ID, Input{Name: sp("Evergreen"), Blocks: json.RawMessage(`[{"type":"text_section","props":{"body":"Hello"}}]`)})
+	up, err = svc.Update(ctx, a, tpl.ID, Input{Name: new("Evergreen"), Blocks: json.RawMessage(`[{"type":"text_section","props":{"body":"Hello"}}]`)})
 	if err != nil || up.Name != "Evergreen" || len(up.Blocks) != 1 || up.Blocks[0].Type != "text_section" || up.Description != tpl.Description {
 		t.Fatalf("patched %+v %v", up, err)
 	}
@@ -86,7 +84,7 @@ func TestTemplatesCRUD(t *testing.T) {
 	if _, err := svc.Get(ctx, b, tpl.ID); !errors.Is(err, errs.ErrNotFound) {
 		t.Errorf("get by b: %v", err)
 	}
-	if _, err := svc.Update(ctx, b, tpl.ID, Input{Name: sp("x")}); !errors.Is(err, errs.ErrNotFound) {
+	if _, err := svc.Update(ctx, b, tpl.ID, Input{Name: new("x")}); !errors.Is(err, errs.ErrNotFound) {
 		t.Errorf("patch by b: %v", err)
 	}
 	if err := svc.Delete(ctx, b, tpl.ID); !errors.Is(err, errs.ErrNotFound) {
@@ -118,19 +116,19 @@ func TestTemplateValidation(t *testing.T) {
 		field string
 	}{
 		{"no name", Input{Blocks: json.RawMessage(heroBlocks)}, "name"},
-		{"blank name", Input{Name: sp("  "), Blocks: json.RawMessage(heroBlocks)}, "name"},
-		{"long name", Input{Name: sp(strings.Repeat("n", MaxNameLength+1)), Blocks: json.RawMessage(heroBlocks)}, "name"},
-		{"control in name", Input{Name: sp("a\x07b"), Blocks: json.RawMessage(heroBlocks)}, "name"},
-		{"long description", Input{Name: sp("n"), Description: sp(strings.Repeat("d", MaxDescriptionLength+1)), Blocks: json.RawMessage(heroBlocks)}, "description"},
-		{"no blocks", Input{Name: sp("n")}, "blocks"},
-		{"null blocks", Input{Name: sp("n"), Blocks: json.RawMessage(`null`)}, "blocks"},
-		{"blocks not an array", Input{Name: sp("n"), Blocks: json.RawMessage(`{"type":"hero"}`)}, "blocks"},
-		{"unknown block type", Input{Name: sp("n"), Blocks: json.RawMessage(`[{"type":"carousel","props":{}}]`)}, "blocks[0].type"},
-		{"missing required prop", Input{Name: sp("n"), Blocks: json.RawMessage(`[{"type":"hero","props":{}}]`)}, "blocks[0].props.headline"},
-		{"bad url prop", Input{Name: sp("n"), Blocks: json.RawMessage(`[{"type":"hero","props":{"headline":"h","cta_url":"javascript:alert(1)"}}]`)}, "blocks[0].props.cta_url"},
-		{"too many tags", Input{Name: sp("n"), Blocks: json.RawMessage(`[]`), Tags: &manyTags}, "tags"},
-		{"empty tag", Input{Name: sp("n"), Blocks: json.RawMessage(`[]`), Tags: tags("ok", " ")}, "tags[1]"},
-		{"long tag", Input{Name: sp("n"), Blocks: json.RawMessage(`[]`), Tags: tags(strings.Repeat("t", MaxTagLength+1))}, "tags[0]"},
+		{"blank name", Input{Name: new("  "), Blocks: json.RawMessage(heroBlocks)}, "name"},
+		{"long name", Input{Name: new(strings.Repeat("n", MaxNameLength+1)), Blocks: json.RawMessage(heroBlocks)}, "name"},
+		{"control in name", Input{Name: new("a\x07b"), Blocks: json.RawMessage(heroBlocks)}, "name"},
+		{"long description", Input{Name: new("n"), Description: new(strings.Repeat("d", MaxDescriptionLength+1)), Blocks: json.RawMessage(heroBlocks)}, "description"},
+		{"no blocks", Input{Name: new("n")}, "blocks"},
+		{"null blocks", Input{Name: new("n"), Blocks: json.RawMessage(`null`)}, "blocks"},
+		{"blocks not an array", Input{Name: new("n"), Blocks: json.RawMessage(`{"type":"hero"}`)}, "blocks"},
+		{"unknown block type", Input{Name: new("n"), Blocks: json.RawMessage(`[{"type":"carousel","props":{}}]`)}, "blocks[0].type"},
+		{"missing required prop", Input{Name: new("n"), Blocks: json.RawMessage(`[{"type":"hero","props":{}}]`)}, "blocks[0].props.headline"},
+		{"bad url prop", Input{Name: new("n"), Blocks: json.RawMessage(`[{"type":"hero","props":{"headline":"h","cta_url":"javascript:alert(1)"}}]`)}, "blocks[0].props.cta_url"},
+		{"too many tags", Input{Name: new("n"), Blocks: json.RawMessage(`[]`), Tags: &manyTags}, "tags"},
+		{"empty tag", Input{Name: new("n"), Blocks: json.RawMessage(`[]`), Tags: tags("ok", " ")}, "tags[1]"},
+		{"long tag", Input{Name: new("n"), Blocks: json.RawMessage(`[]`), Tags: tags(strings.Repeat("t", MaxTagLength+1))}, "tags[0]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -144,14 +142,14 @@ func TestTemplateValidation(t *testing.T) {
 	if n := testenv.Count(t, db, `SELECT count(*) FROM page_templates`); n != 0 {
 		t.Fatalf("%d templates stored by refused creates", n)
 	}
-	tpl, err := svc.Create(ctx, a, Input{Name: sp("ok"), Blocks: json.RawMessage(heroBlocks)})
+	tpl, err := svc.Create(ctx, a, Input{Name: new("ok"), Blocks: json.RawMessage(heroBlocks)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := svc.Update(ctx, a, tpl.ID, Input{Blocks: json.RawMessage(`[{"type":"hero","props":{"headline":5}}]`)}); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("patch with invalid blocks: %v", err)
 	}
-	if _, err := svc.Update(ctx, a, tpl.ID, Input{Name: sp("")}); !errors.Is(err, errs.ErrInvalid) {
+	if _, err := svc.Update(ctx, a, tpl.ID, Input{Name: new("")}); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("patch with blank name: %v", err)
 	}
 	if got, _ := svc.Get(ctx, a, tpl.ID); got.Name != "ok" || len(got.Blocks) != 2 {

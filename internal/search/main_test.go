@@ -2,7 +2,6 @@ package search
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -74,7 +73,7 @@ func (f *fixture) bulk(tenant int64, products ...map[string]any) map[string]int6
 		f.t.Fatalf("bulk: %v", err)
 	}
 	if sum.Failed > 0 {
-		f.t.Fatalf("bulk: %d failed: %s", sum.Failed, asJSON(sum.Results))
+		f.t.Fatalf("bulk: %d failed: %s", sum.Failed, testenv.AsJSON(f.t, sum.Results))
 	}
 	rows, err := f.db.Pool.Query(f.ctx, `SELECT sku, id FROM products WHERE tenant_id = $1`, tenant)
 	if err != nil {
@@ -158,9 +157,4 @@ func eventually(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-func asJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/catalog/prodseg"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 // service is a search service over a running index, with the fixture's clock.
@@ -61,7 +62,7 @@ func TestSearch(t *testing.T) {
 	}
 	for i, p := range res.Products {
 		if p.RelevanceScore < -1 || p.RelevanceScore > 1 || (i > 0 && p.RelevanceScore > res.Products[i-1].RelevanceScore) {
-			t.Errorf("scores not descending in [-1, 1]: %s", asJSON(res.Products))
+			t.Errorf("scores not descending in [-1, 1]: %s", testenv.AsJSON(t, res.Products))
 		}
 		var data map[string]any
 		if err := json.Unmarshal(p.Data, &data); err != nil || data["category"] == nil {
@@ -77,8 +78,8 @@ func TestSearch(t *testing.T) {
 	want["material"] = append(want["material"], d["material"].(string))
 	want["color"] = append(want["color"], d["color"].(string))
 	slices.Sort(want["color"])
-	if asJSON(res.Filters) != asJSON(want) {
-		t.Errorf("filters %s, want %s", asJSON(res.Filters), asJSON(want))
+	if testenv.AsJSON(t, res.Filters) != testenv.AsJSON(t, want) {
+		t.Errorf("filters %s, want %s", testenv.AsJSON(t, res.Filters), testenv.AsJSON(t, want))
 	}
 	if res.Metadata.MatchCount != 3 || res.Metadata.PendingEmbeddings != 0 || res.Metadata.LatencyMS < 0 {
 		t.Errorf("metadata %+v", res.Metadata)
@@ -113,10 +114,10 @@ func TestSearch(t *testing.T) {
 	b := f.tenant("b")
 	res, err = svc.Search(f.ctx, b, In{Query: "dress"})
 	if err != nil || len(res.Products) != 0 || len(res.Filters) != 0 || res.Metadata.MatchCount != 0 {
-		t.Fatalf("empty tenant: %s %v", asJSON(res), err)
+		t.Fatalf("empty tenant: %s %v", testenv.AsJSON(t, res), err)
 	}
-	if !strings.Contains(asJSON(res), `"products":[]`) || !strings.Contains(asJSON(res), `"filters":{}`) {
-		t.Errorf("empty lists must encode as [] and {}: %s", asJSON(res))
+	if !strings.Contains(testenv.AsJSON(t, res), `"products":[]`) || !strings.Contains(testenv.AsJSON(t, res), `"filters":{}`) {
+		t.Errorf("empty lists must encode as [] and {}: %s", testenv.AsJSON(t, res))
 	}
 }
 
@@ -465,7 +466,7 @@ func TestSearchDeadProvider(t *testing.T) {
 		}
 		// The stored vectors are the local model's: none of the provider's model yet.
 		if len(res.Products) != 0 || res.Metadata.PendingEmbeddings != 1 {
-			t.Fatalf("other model: %s", asJSON(res))
+			t.Fatalf("other model: %s", testenv.AsJSON(t, res))
 		}
 	}
 	if n := fake.calls.Load(); n != 9 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,16 +34,9 @@ const (
 	benchWideDefinition = `{"logic":"AND","conditions":[{"type":"frequency","event_type":"page_view","operator":"gte","value":1}]}`
 )
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
 func benchWarehouse(b *testing.B) (*store.DB, int64) {
 	benchData.once.Do(func() {
-		events, users := envInt("COHORT_BENCH_EVENTS", 10_000_000), envInt("COHORT_BENCH_USERS", 1_000_000)
+		events, users := testenv.EnvInt(b, "COHORT_BENCH_EVENTS", 10_000_000), testenv.EnvInt(b, "COHORT_BENCH_USERS", 1_000_000)
 		ctx := context.Background()
 		// Open for the whole process (not closed with the first benchmark), so -count reuses the data.
 		db, err := store.Open(ctx, testenv.Database(b), store.Options{})

@@ -22,7 +22,7 @@ type cacheReplica struct {
 	stop  func() // cancels Run and waits for it to return
 }
 
-func openReplica(t *testing.T, name, dsn string, clock *fakeClock, opts segment.CacheOptions, run bool) (*cacheReplica, *store.DB) {
+func openReplica(t *testing.T, name, dsn string, clock *testenv.Clock, opts segment.CacheOptions, run bool) (*cacheReplica, *store.DB) {
 	t.Helper()
 	db, err := store.Open(context.Background(), dsn, store.Options{MaxConns: 4})
 	if err != nil {
@@ -115,7 +115,7 @@ func (r *cacheReplica) steady(t *testing.T, tenant int64, user string, want []in
 
 func TestMembershipCacheReplicas(t *testing.T) {
 	dsn := testenv.Database(t)
-	clock := &fakeClock{now: fixtureStart}
+	clock := testenv.NewClock(fixtureStart)
 	// A long poll: invalidation must come from the notifications.
 	opts := segment.CacheOptions{PollEvery: time.Minute}
 	a, dbA := openReplica(t, "a", dsn, clock, opts, true)
@@ -294,7 +294,7 @@ func TestMembershipCacheWithoutRun(t *testing.T) {
 // tenant's entries within PollEvery.
 func TestMembershipCachePoll(t *testing.T) {
 	dsn := testenv.Database(t)
-	clock := &fakeClock{now: fixtureStart}
+	clock := testenv.NewClock(fixtureStart)
 	r, db := openReplica(t, "polling", dsn, clock, segment.CacheOptions{PollEvery: 50 * time.Millisecond}, true)
 	f := &segFixture{t: t, ctx: context.Background(), db: db, svc: r.svc, clock: clock}
 	tenant, other := f.tenant("acme"), f.tenant("other")
@@ -324,7 +324,7 @@ func TestMembershipCachePoll(t *testing.T) {
 // meanwhile, listens again, and is invalidated by the notifications that follow.
 func TestMembershipCacheListenerReconnects(t *testing.T) {
 	dsn := testenv.Database(t)
-	clock := &fakeClock{now: fixtureStart}
+	clock := testenv.NewClock(fixtureStart)
 	// A long poll: after the reconnect, invalidation must come from the notifications.
 	r, db := openReplica(t, "a", dsn, clock, segment.CacheOptions{PollEvery: time.Minute}, true)
 	f := &segFixture{t: t, ctx: context.Background(), db: db, svc: r.svc, clock: clock}

@@ -887,7 +887,7 @@ func randWindow(r *rand.Rand, n *segment.Node) {
 	switch r.IntN(8) {
 	case 0, 1, 2:
 	case 3, 4, 5:
-		n.WindowDays = intp(pick(r, randWindows))
+		n.WindowDays = new(pick(r, randWindows))
 	default:
 		n.BetweenDays = slices.Clone(pick(r, randBetween))
 	}
@@ -921,7 +921,7 @@ func randLeaf(r *rand.Rand) segment.Node {
 		randWindow(r, &n)
 	case 1:
 		n.Type, n.EventType, n.Operator = segment.TypeRecency, pick(r, randEventTypes), pick(r, randNumericOps)
-		n.WindowDays = intp(pick(r, randRecency))
+		n.WindowDays = new(pick(r, randRecency))
 	case 2:
 		n.Type, n.EventType, n.Operator = segment.TypeFrequency, pick(r, randEventTypes), pick(r, randNumericOps)
 		n.Value = numv(float64(pick(r, []int{0, 0, 1, 2, 3, 5})))

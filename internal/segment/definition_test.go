@@ -19,8 +19,6 @@ import (
 // seedDefinition is the example of the product issue, verbatim.
 const seedDefinition = `{"logic":"AND","conditions":[{"type":"monetary","event_type":"order_completed","property":"amount","metric":"sum","operator":"gte","value":100},{"type":"recency","event_type":"page_view","operator":"gt","window_days":30}]}`
 
-func intp(n int) *int { return &n }
-
 func numv(f float64) *segment.Value { return &segment.Value{Kind: segment.KindNumber, Num: f} }
 func strv(s string) *segment.Value  { return &segment.Value{Kind: segment.KindString, Str: s} }
 func boolv(b bool) *segment.Value   { return &segment.Value{Kind: segment.KindBool, Bool: b} }
@@ -62,13 +60,13 @@ func TestParseDefinitionValid(t *testing.T) {
 	}{
 		{"seed example", seedDefinition, &segment.Definition{Logic: "AND", Conditions: []segment.Node{
 			{Type: "monetary", EventType: "order_completed", Property: "amount", Metric: "sum", Operator: "gte", Value: numv(100)},
-			{Type: "recency", EventType: "page_view", Operator: "gt", WindowDays: intp(30)},
+			{Type: "recency", EventType: "page_view", Operator: "gt", WindowDays: new(30)},
 		}}},
 		{"seed example with a window on the monetary condition",
 			`{"logic":"AND","conditions":[{"type":"monetary","event_type":"order_completed","property":"amount","metric":"sum","operator":"gte","value":100,"window_days":90},{"type":"recency","event_type":"page_view","operator":"gt","window_days":30}]}`,
 			&segment.Definition{Logic: "AND", Conditions: []segment.Node{
-				{Type: "monetary", EventType: "order_completed", Property: "amount", Metric: "sum", Operator: "gte", Value: numv(100), WindowDays: intp(90)},
-				{Type: "recency", EventType: "page_view", Operator: "gt", WindowDays: intp(30)},
+				{Type: "monetary", EventType: "order_completed", Property: "amount", Metric: "sum", Operator: "gte", Value: numv(100), WindowDays: new(90)},
+				{Type: "recency", EventType: "page_view", Operator: "gt", WindowDays: new(30)},
 			}}},
 		{"logic defaults to AND", `{"conditions":[` + frequencyLeaf + `]}`, &segment.Definition{Logic: "AND", Conditions: []segment.Node{
 			{Type: "frequency", EventType: "page_view", Operator: "gte", Value: numv(1)},
@@ -100,14 +98,14 @@ func TestParseDefinitionValid(t *testing.T) {
 		{"recency gte", cond(`{"type":"recency","event_type":"e","operator":"gte","window_days":30}`), nil},
 		{"recency lt", cond(`{"type":"recency","event_type":"e","operator":"lt","window_days":7}`), nil},
 		{"recency lte zero days", cond(`{"type":"recency","event_type":"e","operator":"lte","window_days":0}`),
-			&segment.Definition{Logic: "AND", Conditions: []segment.Node{{Type: "recency", EventType: "e", Operator: "lte", WindowDays: intp(0)}}}},
+			&segment.Definition{Logic: "AND", Conditions: []segment.Node{{Type: "recency", EventType: "e", Operator: "lte", WindowDays: new(0)}}}},
 		{"recency eq", cond(`{"type":"recency","event_type":"e","operator":"eq","window_days":1}`), nil},
 		{"recency neq negated", cond(`{"type":"recency","event_type":"e","operator":"neq","window_days":1,"negate":true}`), nil},
 
 		// frequency.
 		{"frequency eq 0", cond(`{"type":"frequency","event_type":"order_completed","operator":"eq","value":0,"window_days":30}`),
 			&segment.Definition{Logic: "AND", Conditions: []segment.Node{
-				{Type: "frequency", EventType: "order_completed", Operator: "eq", Value: numv(0), WindowDays: intp(30)},
+				{Type: "frequency", EventType: "order_completed", Operator: "eq", Value: numv(0), WindowDays: new(30)},
 			}}},
 		{"frequency lt", cond(`{"type":"frequency","event_type":"e","operator":"lt","value":3}`), nil},
 		{"frequency whole number written as a float", cond(`{"type":"frequency","event_type":"e","operator":"lte","value":3.0}`), nil},

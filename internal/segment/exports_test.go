@@ -16,6 +16,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/ident"
 	"github.com/cohort-dev/cohort/internal/segment"
+	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 func newExportStore(t *testing.T) *blob.Local {
@@ -84,7 +85,7 @@ func TestCreateExportValidation(t *testing.T) {
 			e, err := f.svc.CreateExport(f.ctx, tenant, tc.segID, tc.in)
 			switch {
 			case tc.wantFields != nil:
-				wantFieldErrors(t, err, tc.wantFields...)
+				testenv.WantFieldErrors(t, err, testenv.FieldNames(tc.wantFields...))
 				return
 			case tc.wantErr != nil:
 				if !errors.Is(err, tc.wantErr) {

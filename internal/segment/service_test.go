@@ -17,24 +17,6 @@ import (
 	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
-// fakeClock is the injected clock of the service under test.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // fixtureStart is the clock's start: whole seconds, so it survives a timestamptz round trip.
 var fixtureStart = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 
@@ -44,14 +26,14 @@ type segFixture struct {
 	ctx     context.Context
 	db      *store.DB
 	svc     *segment.Service
-	clock   *fakeClock
+	clock   *testenv.Clock
 	starter *fakeStarter
 }
 
 func newSegFixture(t *testing.T) *segFixture {
 	t.Helper()
 	db := testenv.OpenDB(t)
-	clock := &fakeClock{now: fixtureStart}
+	clock := testenv.NewClock(fixtureStart)
 	starter := newFakeStarter()
 	return &segFixture{t: t, ctx: context.Background(), db: db, svc: segment.NewService(db.Gorm, db.Pool, clock.Now, starter), clock: clock, starter: starter}
 }
@@ -171,27 +153,6 @@ func validationFields(err error) map[string]string {
 	return nil
 }
 
-// wantFieldErrors checks err is an ErrInvalid naming exactly the fields.
-func wantFieldErrors(t *testing.T, err error, fields ...string) {
-	t.Helper()
-	if !errors.Is(err, errs.ErrInvalid) {
-		t.Fatalf("error = %v, want errs.ErrInvalid", err)
-	}
-	got := validationFields(err)
-	keys := make([]string, 0, len(got))
-	for k := range got {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	want := slices.Clone(fields)
-	slices.Sort(want)
-	if !slices.Equal(keys, want) {
-		t.Fatalf("field errors = %v, want fields %v", got, want)
-	}
-}
-
-func strptr(s string) *string { return &s }
-
 const (
 	defOrdered      = `{"logic":"AND","conditions":[{"type":"frequency","event_type":"order_completed","operator":"gte","value":1}]}`
 	defOrderedTwice = `{"logic":"AND","conditions":[{"type":"frequency","event_type":"order_completed","operator":"gte","value":2}]}`
@@ -243,7 +204,7 @@ func TestCreateValidation(t *testing.T) {
 			seg, err := f.svc.Create(f.ctx, tenant, in)
 			switch {
 			case tc.wantFields != nil:
-				wantFieldErrors(t, err, tc.wantFields...)
+				testenv.WantFieldErrors(t, err, testenv.FieldNames(tc.wantFields...))
 				return
 			case tc.wantErr != nil:
 				if !errors.Is(err, tc.wantErr) || errors.Is(err, errs.ErrInvalid) {
@@ -318,7 +279,7 @@ func TestTenantScoping(t *testing.T) {
 		{"get", func() error { _, err := f.svc.Get(f.ctx, a, b1.ID); return err }},
 		{"get missing id", func() error { _, err := f.svc.Get(f.ctx, a, 999999); return err }},
 		{"update", func() error {
-			_, err := f.svc.Update(f.ctx, a, b1.ID, segment.UpdateInput{Name: strptr("stolen")})
+			_, err := f.svc.Update(f.ctx, a, b1.ID, segment.UpdateInput{Name: new("stolen")})
 			return err
 		}},
 		{"delete", func() error { return f.svc.Delete(f.ctx, a, b1.ID) }},
@@ -380,7 +341,7 @@ func TestUpdateDefinitionValidation(t *testing.T) {
 			before := f.get(tenant, tc.seg.ID)
 			res, err := f.svc.Update(f.ctx, tenant, tc.seg.ID, segment.UpdateInput{Definition: json.RawMessage(tc.def)})
 			if tc.wantFields != nil {
-				wantFieldErrors(t, err, tc.wantFields...)
+				testenv.WantFieldErrors(t, err, testenv.FieldNames(tc.wantFields...))
 				after := f.get(tenant, tc.seg.ID)
 				if after.Version != before.Version || string(after.Definition) != string(before.Definition) {
 					t.Fatalf("a rejected definition changed the segment: version %d -> %d", before.Version, after.Version)
@@ -458,14 +419,14 @@ func TestUpdateVersions(t *testing.T) {
 		t.Fatalf("newest version = %+v, oldest = %+v", versions[0], versions[2])
 	}
 	// Name and description alone never add a version.
-	res, err := f.svc.Update(f.ctx, tenant, seg.ID, segment.UpdateInput{Name: strptr(" Renamed "), Description: strptr("about")})
+	res, err := f.svc.Update(f.ctx, tenant, seg.ID, segment.UpdateInput{Name: new(" Renamed "), Description: new("about")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.DefinitionChanged || res.Segment.Version != 3 || res.Segment.Name != "Renamed" || res.Segment.Description != "about" {
 		t.Fatalf("rename = %+v", res)
 	}
-	if _, err := f.svc.Update(f.ctx, tenant, seg.ID, segment.UpdateInput{Name: strptr("")}); !errors.Is(err, errs.ErrInvalid) || validationFields(err)["name"] == "" {
+	if _, err := f.svc.Update(f.ctx, tenant, seg.ID, segment.UpdateInput{Name: new("")}); !errors.Is(err, errs.ErrInvalid) || validationFields(err)["name"] == "" {
 		t.Fatalf("empty name: %v", err)
 	}
 }
@@ -586,9 +547,9 @@ func TestUpdateRefreshEvery(t *testing.T) {
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
-			res, err := f.svc.Update(f.ctx, tenant, seg.ID, segment.UpdateInput{RefreshEvery: strptr(st.in)})
+			res, err := f.svc.Update(f.ctx, tenant, seg.ID, segment.UpdateInput{RefreshEvery: new(st.in)})
 			if st.wantErr {
-				wantFieldErrors(t, err, "refresh_every")
+				testenv.WantFieldErrors(t, err, testenv.FieldNames("refresh_every"))
 			} else {
 				if err != nil {
 					t.Fatalf("update: %v", err)

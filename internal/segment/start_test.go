@@ -222,7 +222,7 @@ func TestPatchQueuesRecompute(t *testing.T) {
 	f := newSegFixture(t)
 	tenant := f.tenant("acme")
 	seg := f.segment(tenant, "rule", "pros", defPro)
-	if _, err := f.svc.Patch(f.ctx, tenant, seg.ID, segment.UpdateInput{Name: strptr("renamed")}); err != nil {
+	if _, err := f.svc.Patch(f.ctx, tenant, seg.ID, segment.UpdateInput{Name: new("renamed")}); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.starter.computes) != 0 {

@@ -24,23 +24,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // t0 is second-aligned so it survives Postgres' microsecond timestamps unchanged.
 var t0 = time.Date(2025, 6, 1, 9, 30, 0, 0, time.UTC)
 
@@ -55,7 +38,7 @@ var (
 type env struct {
 	db  *store.DB
 	svc *tenant.Service
-	clk *testClock
+	clk *testenv.Clock
 	box *secretbox.Box
 }
 
@@ -67,7 +50,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &testClock{t: t0}
+	clk := testenv.NewClock(t0)
 	return &env{db: db, svc: tenant.NewService(db.Gorm, box, clk.Now), clk: clk, box: box}
 }
 
@@ -536,8 +519,8 @@ func TestRotateKeysNeverExtendsEarlierExpiry(t *testing.T) {
 		wantExpires *time.Time
 		wantRevoked bool
 	}{
-		{name: "first generation keeps its 1h cutoff", plain: gen1.SecretKey, wantExpires: ptr(t0.Add(time.Hour))},
-		{name: "first generation pk keeps its 1h cutoff", plain: gen1.PublicKey, wantExpires: ptr(t0.Add(time.Hour))},
+		{name: "first generation keeps its 1h cutoff", plain: gen1.SecretKey, wantExpires: new(t0.Add(time.Hour))},
+		{name: "first generation pk keeps its 1h cutoff", plain: gen1.PublicKey, wantExpires: new(t0.Add(time.Hour))},
 		{name: "revoked key is left alone", plain: revokedLater, wantRevoked: true},
 		{name: "third generation has no expiry", plain: sk3},
 		{name: "third generation pk has no expiry", plain: pk3},
@@ -577,8 +560,6 @@ func TestRotateKeysNeverExtendsEarlierExpiry(t *testing.T) {
 		t.Fatalf("second generation pk = %+v, want expiry at %v", k, t0.Add(time.Minute+24*time.Hour))
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func TestRotateKeysErrors(t *testing.T) {
 	e := newEnv(t)

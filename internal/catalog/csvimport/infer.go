@@ -155,10 +155,10 @@ func suggest(headers []string, rows [][]string, opts ConvertOptions) ([]catalog.
 	for i, c := range cols {
 		switch c {
 		case sku:
-			mapping[c.header] = ptr("sku")
+			mapping[c.header] = new("sku")
 			continue
 		case name:
-			mapping[c.header] = ptr("name")
+			mapping[c.header] = new("name")
 			continue
 		}
 		f := inferField(c, opts)
@@ -167,14 +167,12 @@ func suggest(headers []string, rows [][]string, opts ConvertOptions) ([]catalog.
 			f.Required = false // skipped: a required field nobody fills would reject every product
 			mapping[c.header] = nil
 		} else {
-			mapping[c.header] = ptr(f.Name)
+			mapping[c.header] = new(f.Name)
 		}
 		schema = append(schema, f)
 	}
 	return schema, mapping
 }
-
-func ptr(s string) *string { return &s }
 
 func inferField(c *column, opts ConvertOptions) catalog.Field {
 	f := catalog.Field{Label: c.header, Type: inferType(c, opts)}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/catalog"
 	"github.com/cohort-dev/cohort/internal/catalog/prodseg"
+	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 func TestProdsegParseCanonical(t *testing.T) {
@@ -122,7 +123,7 @@ func TestProdsegParseErrors(t *testing.T) {
 			if def != nil {
 				t.Errorf("parse returned a definition %s with the error", def.JSON())
 			}
-			wantFieldErrors(t, err, tt.want)
+			testenv.WantFieldErrors(t, err, tt.want)
 		})
 	}
 }
@@ -197,7 +198,7 @@ func TestProdsegCompileTypeErrors(t *testing.T) {
 			if q != nil {
 				t.Errorf("compile returned a query %q with the error", q.Where)
 			}
-			wantFieldErrors(t, err, tt.want)
+			testenv.WantFieldErrors(t, err, tt.want)
 		})
 	}
 }

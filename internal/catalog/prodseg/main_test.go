@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
-	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,24 +20,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// fakeClock is the services' injected clock; whole seconds survive a timestamptz round trip.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 var clockStart = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 
 // fixture is a fresh migrated database with the catalogue and product segment services over it.
@@ -50,7 +29,7 @@ type fixture struct {
 	db    *store.DB
 	cat   *catalog.Service
 	svc   *prodseg.Service
-	clock *fakeClock
+	clock *testenv.Clock
 }
 
 var (
@@ -61,7 +40,7 @@ var (
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	db := testenv.OpenDB(t)
-	clock := &fakeClock{now: clockStart}
+	clock := testenv.NewClock(clockStart)
 	cat := catalog.NewService(db.Pool, clock.Now)
 	return &fixture{t: t, ctx: context.Background(), db: db, cat: cat, svc: prodseg.NewService(db.Pool, cat, nil, clock.Now), clock: clock}
 }
@@ -175,33 +154,6 @@ func validation(t testing.TB, err error) *errs.ValidationError {
 		t.Errorf("error %v does not match errs.ErrInvalid", err)
 	}
 	return ve
-}
-
-func fieldKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// wantFieldErrors asserts err is a validation error naming exactly the keys of want, each
-// message containing want's substring.
-func wantFieldErrors(t testing.TB, err error, want map[string]string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("no error, want field errors %v", want)
-	}
-	ve := validation(t, err)
-	if got, w := fieldKeys(ve.Fields), fieldKeys(want); !slices.Equal(got, w) {
-		t.Fatalf("field errors %v, want keys %v", ve.Fields, w)
-	}
-	for k, sub := range want {
-		if !strings.Contains(ve.Fields[k], sub) {
-			t.Errorf("fields[%q] = %q, want it to contain %q", k, ve.Fields[k], sub)
-		}
-	}
 }
 
 // coded asserts err is a *errs.CodedError of the kind and code.

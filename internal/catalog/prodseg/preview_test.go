@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cohort-dev/cohort/internal/catalog"
+	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 // TestProdsegPreviewRequestForms: the preview takes {"definition", "limit"} as the segment
@@ -75,7 +76,7 @@ func TestProdsegPreviewRequestForms(t *testing.T) {
 				}
 				return
 			}
-			wantFieldErrors(t, err, tc.want)
+			testenv.WantFieldErrors(t, err, tc.want)
 		})
 	}
 }

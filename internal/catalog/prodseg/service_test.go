@@ -11,11 +11,10 @@ import (
 	"github.com/cohort-dev/cohort/internal/catalog"
 	"github.com/cohort-dev/cohort/internal/catalog/prodseg"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
 const redDef = `{"conditions":[{"field":"color","operator":"eq","value":"red"}]}`
-
-func strp(s string) *string { return &s }
 
 func TestProdsegCreateAndRead(t *testing.T) {
 	f := newFixture(t)
@@ -29,15 +28,15 @@ func TestProdsegCreateAndRead(t *testing.T) {
 	}
 	want := prodseg.Segment{ID: seg.ID, Name: "Red things", Description: "all red", Definition: json.RawMessage(`{"logic":"AND","conditions":[{"field":"color","operator":"eq","value":"red"}]}`),
 		Version: 1, Status: prodseg.StatusDraft, CreatedAt: clockStart, UpdatedAt: clockStart}
-	if got, w := asJSON(t, seg), asJSON(t, want); got != w {
+	if got, w := testenv.AsJSON(t, seg), testenv.AsJSON(t, want); got != w {
 		t.Errorf("created\n %s\nwant\n %s", got, w)
 	}
 	got, err := f.svc.Get(f.ctx, a, seg.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if asJSON(t, got) != asJSON(t, want) {
-		t.Errorf("get\n %s\nwant\n %s", asJSON(t, got), asJSON(t, want))
+	if testenv.AsJSON(t, got) != testenv.AsJSON(t, want) {
+		t.Errorf("get\n %s\nwant\n %s", testenv.AsJSON(t, got), testenv.AsJSON(t, want))
 	}
 	f.clock.Advance(time.Minute)
 	second := f.create(a, "Cheap", `{"conditions":[{"field":"price","operator":"lt","value":10}]}`)
@@ -46,7 +45,7 @@ func TestProdsegCreateAndRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(list) != 2 || list[0].ID != seg.ID || list[1].ID != second.ID || !list[1].CreatedAt.Equal(clockStart.Add(time.Minute)) {
-		t.Errorf("list %s", asJSON(t, list))
+		t.Errorf("list %s", testenv.AsJSON(t, list))
 	}
 	other := f.tenant("crud-other")
 	if list, err := f.svc.List(f.ctx, other); err != nil || len(list) != 0 || list == nil {
@@ -87,7 +86,7 @@ func TestProdsegCreateAndRead(t *testing.T) {
 				coded(t, err, errs.ErrConflict, tt.code)
 				return
 			}
-			wantFieldErrors(t, err, tt.want)
+			testenv.WantFieldErrors(t, err, tt.want)
 		})
 	}
 	// The same name in another tenant is fine.
@@ -120,35 +119,35 @@ func TestProdsegUpdate(t *testing.T) {
 		advance bool
 	}
 	steps := []step{
-		{name: "rename keeps the definition and status", in: prodseg.UpdateInput{Name: strp(" Red ones ")}, advance: true, check: func(t *testing.T, s *prodseg.Segment) {
+		{name: "rename keeps the definition and status", in: prodseg.UpdateInput{Name: new(" Red ones ")}, advance: true, check: func(t *testing.T, s *prodseg.Segment) {
 			if s.Name != "Red ones" || s.Version != 1 || s.Status != prodseg.StatusReady || !s.UpdatedAt.Equal(clockStart.Add(time.Minute)) {
-				t.Errorf("after rename %s", asJSON(t, s))
+				t.Errorf("after rename %s", testenv.AsJSON(t, s))
 			}
 		}},
 		{name: "same definition differently written changes nothing", in: prodseg.UpdateInput{Definition: json.RawMessage(`{ "logic": "and", "conditions": [ {"value":"red","field":"color","operator":"eq","negate":false} ] }`)},
 			advance: true, check: func(t *testing.T, s *prodseg.Segment) {
 				if s.Version != 1 || s.Status != prodseg.StatusReady || !s.UpdatedAt.Equal(clockStart.Add(time.Minute)) {
-					t.Errorf("after an equal definition %s", asJSON(t, s))
+					t.Errorf("after an equal definition %s", testenv.AsJSON(t, s))
 				}
 			}},
-		{name: "new definition makes it stale", in: prodseg.UpdateInput{Description: strp("reds and blues"), Definition: json.RawMessage(`{"logic":"OR","conditions":[{"field":"color","operator":"eq","value":"red"},{"field":"color","operator":"eq","value":"blue"}]}`)},
+		{name: "new definition makes it stale", in: prodseg.UpdateInput{Description: new("reds and blues"), Definition: json.RawMessage(`{"logic":"OR","conditions":[{"field":"color","operator":"eq","value":"red"},{"field":"color","operator":"eq","value":"blue"}]}`)},
 			advance: true, check: func(t *testing.T, s *prodseg.Segment) {
 				if s.Version != 2 || s.Status != prodseg.StatusDraft || s.Description != "reds and blues" || s.ComputedCount != 1 ||
 					s.ComputedVersion == nil || *s.ComputedVersion != 1 || s.LastComputedAt == nil || !s.LastComputedAt.Equal(computedAt) {
-					t.Errorf("after a new definition %s", asJSON(t, s))
+					t.Errorf("after a new definition %s", testenv.AsJSON(t, s))
 				}
 				if !strings.Contains(string(s.Definition), `"logic":"OR"`) {
 					t.Errorf("definition %s", s.Definition)
 				}
 			}},
-		{name: "name of another segment in other case", in: prodseg.UpdateInput{Name: strp("BLUES")}, code: "name_exists"},
-		{name: "empty name", in: prodseg.UpdateInput{Name: strp("")}, want: map[string]string{"name": "is required"}},
+		{name: "name of another segment in other case", in: prodseg.UpdateInput{Name: new("BLUES")}, code: "name_exists"},
+		{name: "empty name", in: prodseg.UpdateInput{Name: new("")}, want: map[string]string{"name": "is required"}},
 		{name: "null definition", in: prodseg.UpdateInput{Definition: json.RawMessage(`null`)}, want: map[string]string{"definition": "cannot be removed"}},
 		{name: "bad definition", in: prodseg.UpdateInput{Definition: json.RawMessage(`{"conditions":[{"field":"colour","operator":"eq","value":"red"}]}`)},
 			want: map[string]string{"definition.conditions[0].field": "not a field"}},
-		{name: "rename to own name in other case", in: prodseg.UpdateInput{Name: strp("RED ONES")}, check: func(t *testing.T, s *prodseg.Segment) {
+		{name: "rename to own name in other case", in: prodseg.UpdateInput{Name: new("RED ONES")}, check: func(t *testing.T, s *prodseg.Segment) {
 			if s.Name != "RED ONES" || s.Version != 2 {
-				t.Errorf("after a case change %s", asJSON(t, s))
+				t.Errorf("after a case change %s", testenv.AsJSON(t, s))
 			}
 		}},
 	}
@@ -162,14 +161,14 @@ func TestProdsegUpdate(t *testing.T) {
 			case st.code != "":
 				coded(t, err, errs.ErrConflict, st.code)
 			case st.want != nil:
-				wantFieldErrors(t, err, st.want)
+				testenv.WantFieldErrors(t, err, st.want)
 			case err != nil:
 				t.Fatal(err)
 			default:
 				st.check(t, out)
 				again, _ := f.svc.Get(f.ctx, a, seg.ID)
-				if asJSON(t, again) != asJSON(t, out) {
-					t.Errorf("stored %s\nanswered %s", asJSON(t, again), asJSON(t, out))
+				if testenv.AsJSON(t, again) != testenv.AsJSON(t, out) {
+					t.Errorf("stored %s\nanswered %s", testenv.AsJSON(t, again), testenv.AsJSON(t, out))
 				}
 			}
 		})
@@ -186,7 +185,7 @@ func TestProdsegUpdate(t *testing.T) {
 		t.Errorf("recompute %+v", res)
 	}
 	if s, _ := f.svc.Get(f.ctx, a, seg.ID); s.Status != prodseg.StatusReady || *s.ComputedVersion != 2 || s.ComputedCount != 2 {
-		t.Errorf("after the recompute %s", asJSON(t, s))
+		t.Errorf("after the recompute %s", testenv.AsJSON(t, s))
 	}
 }
 
@@ -203,14 +202,14 @@ func TestProdsegIsolation(t *testing.T) {
 	if _, err := f.svc.Compute(f.ctx, a, seg.ID); err != nil {
 		t.Fatal(err)
 	}
-	before := asJSON(t, mustGet(t, f, a, seg.ID))
+	before := testenv.AsJSON(t, mustGet(t, f, a, seg.ID))
 	calls := []struct {
 		name string
 		call func() error
 	}{
 		{"get", func() error { _, err := f.svc.Get(f.ctx, b, seg.ID); return err }},
 		{"update", func() error {
-			_, err := f.svc.Update(f.ctx, b, seg.ID, prodseg.UpdateInput{Name: strp("mine")})
+			_, err := f.svc.Update(f.ctx, b, seg.ID, prodseg.UpdateInput{Name: new("mine")})
 			return err
 		}},
 		{"update definition", func() error {
@@ -229,7 +228,7 @@ func TestProdsegIsolation(t *testing.T) {
 	if err := f.svc.MarkError(f.ctx, b, seg.ID, "not yours"); err != nil {
 		t.Fatal(err)
 	}
-	if after := asJSON(t, mustGet(t, f, a, seg.ID)); after != before {
+	if after := testenv.AsJSON(t, mustGet(t, f, a, seg.ID)); after != before {
 		t.Errorf("another tenant's calls changed the segment:\n %s\n %s", before, after)
 	}
 	if skus, _ := f.memberSKUs(a, seg.ID, 50); !slices.Equal(skus, []string{"A1"}) {
@@ -298,7 +297,7 @@ func TestProdsegComputeLifecycle(t *testing.T) {
 	}
 	s := mustGet(t, f, a, seg.ID)
 	if s.Status != prodseg.StatusReady || s.ComputedCount != 8 || *s.ComputedVersion != 1 || !s.LastComputedAt.Equal(clockStart.Add(time.Hour)) || s.LastError != nil {
-		t.Errorf("after compute %s", asJSON(t, s))
+		t.Errorf("after compute %s", testenv.AsJSON(t, s))
 	}
 	skus, cursors := f.memberSKUs(a, seg.ID, 3)
 	if !slices.Equal(skus, reds) || !slices.Equal(cursors, []int64{3, 6}) {
@@ -349,7 +348,7 @@ func TestProdsegComputeLifecycle(t *testing.T) {
 	}
 	s = mustGet(t, f, a, seg.ID)
 	if s.Status != prodseg.StatusError || s.LastError == nil || !strings.Contains(*s.LastError, "conditions[0].field: is not a field") || s.ComputedCount != 8 {
-		t.Errorf("after the failure %s", asJSON(t, s))
+		t.Errorf("after the failure %s", testenv.AsJSON(t, s))
 	}
 	if skus, _ := f.memberSKUs(a, seg.ID, 50); len(skus) != 8 {
 		t.Errorf("members after a failed compute %v", skus)
@@ -359,7 +358,7 @@ func TestProdsegComputeLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s := mustGet(t, f, a, seg.ID); s.Status != prodseg.StatusDraft || s.LastError != nil {
-		t.Errorf("after the new definition %s", asJSON(t, s))
+		t.Errorf("after the new definition %s", testenv.AsJSON(t, s))
 	}
 	res, err = f.svc.Compute(f.ctx, a, seg.ID)
 	if err != nil || res != (prodseg.ComputeResult{Matched: 2, Added: 1, Removed: 7, Version: 2}) {
@@ -430,7 +429,7 @@ func TestProdsegComputeStale(t *testing.T) {
 	}
 	s := mustGet(t, f, a, seg.ID)
 	if s.Status != prodseg.StatusDraft || s.Version != 2 || *s.ComputedVersion != 1 || s.ComputedCount != 1 {
-		t.Errorf("after a stale compute %s", asJSON(t, s))
+		t.Errorf("after a stale compute %s", testenv.AsJSON(t, s))
 	}
 	if skus, _ := f.memberSKUs(a, seg.ID, 50); !slices.Equal(skus, []string{"R"}) {
 		t.Errorf("members %v", skus)
@@ -458,11 +457,11 @@ func TestProdsegMembersPages(t *testing.T) {
 		next   *int64
 		errKey string
 	}{
-		{name: "first page", cursor: 0, limit: 3, skus: skuList("M", 1, 3), next: ptr(3)},
-		{name: "middle page", cursor: 3, limit: 3, skus: skuList("M", 4, 6), next: ptr(6)},
+		{name: "first page", cursor: 0, limit: 3, skus: skuList("M", 1, 3), next: new(int64(3))},
+		{name: "middle page", cursor: 3, limit: 3, skus: skuList("M", 4, 6), next: new(int64(6))},
 		{name: "last page", cursor: 6, limit: 3, skus: skuList("M", 7, 7)},
 		{name: "exactly all", cursor: 0, limit: 7, skus: skuList("M", 1, 7)},
-		{name: "odd offset", cursor: 5, limit: 1, skus: skuList("M", 6, 6), next: ptr(6)},
+		{name: "odd offset", cursor: 5, limit: 1, skus: skuList("M", 6, 6), next: new(int64(6))},
 		{name: "past the end", cursor: 100, limit: 50, skus: nil},
 		{name: "max limit", cursor: 0, limit: 200, skus: skuList("M", 1, 7)},
 		{name: "limit over max", cursor: 0, limit: 201, errKey: "limit"},
@@ -473,7 +472,7 @@ func TestProdsegMembersPages(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			page, err := f.svc.Members(f.ctx, a, seg.ID, tt.cursor, tt.limit)
 			if tt.errKey != "" {
-				wantFieldErrors(t, err, map[string]string{tt.errKey: "must be"})
+				testenv.WantFieldErrors(t, err, map[string]string{tt.errKey: "must be"})
 				return
 			}
 			if err != nil {
@@ -487,25 +486,16 @@ func TestProdsegMembersPages(t *testing.T) {
 				t.Errorf("skus %v, want %v", skus, tt.skus)
 			}
 			if (page.NextCursor == nil) != (tt.next == nil) || (tt.next != nil && *page.NextCursor != *tt.next) {
-				t.Errorf("next_cursor %v, want %v", deref(page.NextCursor), deref(tt.next))
+				t.Errorf("next_cursor %v, want %v", testenv.Deref(page.NextCursor), testenv.Deref(tt.next))
 			}
 		})
 	}
 	// Full products: id, sku, name, data, timestamps.
 	page, _ := f.svc.Members(f.ctx, a, seg.ID, 0, 1)
 	p := page.Results[0]
-	if p.ID == 0 || p.Name != "m 1" || asJSON(t, p.Data) != `{"n":1}` || !p.CreatedAt.Equal(clockStart) || !p.UpdatedAt.Equal(clockStart) {
-		t.Errorf("member %s", asJSON(t, p))
+	if p.ID == 0 || p.Name != "m 1" || testenv.AsJSON(t, p.Data) != `{"n":1}` || !p.CreatedAt.Equal(clockStart) || !p.UpdatedAt.Equal(clockStart) {
+		t.Errorf("member %s", testenv.AsJSON(t, p))
 	}
-}
-
-func ptr(n int64) *int64 { return &n }
-
-func deref(p *int64) any {
-	if p == nil {
-		return nil
-	}
-	return *p
 }
 
 func TestProdsegPreview(t *testing.T) {
@@ -524,7 +514,7 @@ func TestProdsegPreview(t *testing.T) {
 	if pv.SQL != "SELECT p.id FROM products p WHERE p.tenant_id = $1 AND (p.data @> $2::jsonb) ORDER BY p.id" {
 		t.Errorf("sql %s", pv.SQL)
 	}
-	if got := asJSON(t, pv.Params); got != fmt.Sprintf(`[%d,"{\"color\":\"red\"}"]`, a) {
+	if got := testenv.AsJSON(t, pv.Params); got != fmt.Sprintf(`[%d,"{\"color\":\"red\"}"]`, a) {
 		t.Errorf("params %s", got)
 	}
 	// Nothing is stored by a preview.
@@ -544,17 +534,7 @@ func TestProdsegPreview(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := f.svc.Preview(f.ctx, a, []byte(tt.def))
-			wantFieldErrors(t, err, tt.want)
+			testenv.WantFieldErrors(t, err, tt.want)
 		})
 	}
-}
-
-// asJSON encodes v canonically (sorted keys).
-func asJSON(t testing.TB, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatalf("marshal %v: %v", v, err)
-	}
-	return canon(t, string(b))
 }

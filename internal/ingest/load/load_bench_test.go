@@ -78,8 +78,8 @@ func benchLoad(b *testing.B, kind string) {
 		start := time.Now()
 		lctx, cancel := context.WithCancel(ctx)
 		l := load.NewLoader(tbus.recv, sink, pool, errlog, logger, load.LoaderConfig{
-			MaxBatchEvents: envInt(b, "COHORT_BENCH_BATCH", 0), Flushers: envInt(b, "COHORT_BENCH_FLUSHERS", 0),
-			Streams: envInt(b, "COHORT_BENCH_STREAMS", 0)})
+			MaxBatchEvents: testenv.EnvInt(b, "COHORT_BENCH_BATCH", 0), Flushers: testenv.EnvInt(b, "COHORT_BENCH_FLUSHERS", 0),
+			Streams: testenv.EnvInt(b, "COHORT_BENCH_STREAMS", 0)})
 		done := make(chan error, 1)
 		go func() { done <- l.Run(lctx) }()
 		for {
@@ -130,8 +130,8 @@ func benchLoad(b *testing.B, kind string) {
 // loadSetup reads the load benchmarks' sizes (events per iteration, a multiple of unit, and users)
 // and opens a pool on a new database, closed when the benchmark ends.
 func loadSetup(b *testing.B, unit int) (perIter, users int, pool *pgxpool.Pool) {
-	perIter = envInt(b, "COHORT_BENCH_EVENTS", 200_000)
-	users = envInt(b, "COHORT_BENCH_USERS", max(perIter/10, 1))
+	perIter = testenv.EnvInt(b, "COHORT_BENCH_EVENTS", 200_000)
+	users = testenv.EnvInt(b, "COHORT_BENCH_USERS", max(perIter/10, 1))
 	perIter -= perIter % unit
 	pool, err := pgxpool.New(context.Background(), testenv.Database(b))
 	if err != nil {
@@ -273,17 +273,4 @@ func procCPU(pid int) time.Duration {
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * 10 * time.Millisecond
-}
-
-// envInt reads a positive integer from the environment, or returns def.
-func envInt(tb testing.TB, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		tb.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
 }

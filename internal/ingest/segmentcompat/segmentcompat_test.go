@@ -37,10 +37,8 @@ func TestEventType(t *testing.T) {
 	}
 }
 
-func strp(s string) *string { return &s }
-
 func TestMap(t *testing.T) {
-	batchSent := strp("2024-05-01T12:00:10Z")
+	batchSent := new("2024-05-01T12:00:10Z")
 	for _, tc := range []struct {
 		name      string
 		m         Message
@@ -56,9 +54,9 @@ func TestMap(t *testing.T) {
 		{name: "type is case-insensitive", m: Message{Type: " Track ", Event: "E", UserID: "u"}, wantType: "e", wantUser: "u", wantSent: batchSent},
 		{name: "userId over anonymousId", m: Message{Type: "identify", UserID: "u", AnonymousID: "a"}, wantType: ingest.ContextIdentified, wantUser: "u", wantSent: batchSent},
 		{name: "anonymousId", m: Message{Type: "page", AnonymousID: "a"}, wantType: PageViewed, wantUser: "a", wantSent: batchSent},
-		{name: "timestamp over originalTimestamp", m: Message{Type: "track", Event: "E", UserID: "u", Timestamp: strp("t1"), OriginalTimestamp: strp("t2")}, wantType: "e", wantUser: "u", wantOcc: strp("t1"), wantSent: batchSent},
-		{name: "originalTimestamp", m: Message{Type: "track", Event: "E", UserID: "u", OriginalTimestamp: strp("t2")}, wantType: "e", wantUser: "u", wantOcc: strp("t2"), wantSent: batchSent},
-		{name: "message sentAt over the batch's", m: Message{Type: "track", Event: "E", UserID: "u", SentAt: strp("s")}, wantType: "e", wantUser: "u", wantSent: strp("s")},
+		{name: "timestamp over originalTimestamp", m: Message{Type: "track", Event: "E", UserID: "u", Timestamp: new("t1"), OriginalTimestamp: new("t2")}, wantType: "e", wantUser: "u", wantOcc: new("t1"), wantSent: batchSent},
+		{name: "originalTimestamp", m: Message{Type: "track", Event: "E", UserID: "u", OriginalTimestamp: new("t2")}, wantType: "e", wantUser: "u", wantOcc: new("t2"), wantSent: batchSent},
+		{name: "message sentAt over the batch's", m: Message{Type: "track", Event: "E", UserID: "u", SentAt: new("s")}, wantType: "e", wantUser: "u", wantSent: new("s")},
 		{name: "forced type", m: Message{Type: "identify", Event: "E", UserID: "u"}, force: TypeTrack, wantType: "e", wantUser: "u", wantSent: batchSent},
 		{name: "no user", m: Message{Type: "track", Event: "E"}, wantCode: "invalid_user_id", wantField: "userId"},
 		{name: "no event", m: Message{Type: "track", UserID: "u"}, wantCode: "invalid_event", wantField: "event"},

@@ -401,16 +401,14 @@ var valueCases = []struct {
 	{name: "line separator", value: "a\u2028b", text: "a\u2028b", json: `"a\u2028b"`},
 	{name: "control characters", value: "a\x00b\x1f", text: "a\x00b\x1f", json: `"a\u0000b\u001f"`},
 	{name: "formula =", value: "=HYPERLINK(\"http://x\")", text: "=HYPERLINK(\"http://x\")",
-		csv: ptr("'=HYPERLINK(\"http://x\")"), json: `"=HYPERLINK(\"http://x\")"`},
-	{name: "formula +", value: "+1+1", text: "+1+1", csv: ptr("'+1+1"), json: `"+1+1"`},
-	{name: "formula - in a string", value: "-2", text: "-2", csv: ptr("'-2"), json: `"-2"`},
-	{name: "formula @", value: "@SUM(A1)", text: "@SUM(A1)", csv: ptr("'@SUM(A1)"), json: `"@SUM(A1)"`},
-	{name: "formula tab", value: "\t=1", text: "\t=1", csv: ptr("'\t=1"), json: `"\t=1"`},
-	{name: "formula CR", value: "\r=1", text: "\r=1", csv: ptr("'\r=1"), json: `"\r=1"`},
+		csv: new("'=HYPERLINK(\"http://x\")"), json: `"=HYPERLINK(\"http://x\")"`},
+	{name: "formula +", value: "+1+1", text: "+1+1", csv: new("'+1+1"), json: `"+1+1"`},
+	{name: "formula - in a string", value: "-2", text: "-2", csv: new("'-2"), json: `"-2"`},
+	{name: "formula @", value: "@SUM(A1)", text: "@SUM(A1)", csv: new("'@SUM(A1)"), json: `"@SUM(A1)"`},
+	{name: "formula tab", value: "\t=1", text: "\t=1", csv: new("'\t=1"), json: `"\t=1"`},
+	{name: "formula CR", value: "\r=1", text: "\r=1", csv: new("'\r=1"), json: `"\r=1"`},
 	{name: "formula char inside is fine", value: "a=b", text: "a=b", json: `"a=b"`},
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func valueRow(v any) Row {
 	return Row{UserID: "u1", ComputedAt: base, Traits: map[string]any{"t": v}}
