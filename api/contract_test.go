@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"github.com/cohort-dev/cohort/internal/ingest/segmentcompat"
 	"net/http"
 	"os"
 	"reflect"
@@ -99,6 +100,9 @@ func allRouteGroups(d *Deps) {
 		if ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct && ft.Elem().PkgPath() == pkg && fv.IsNil() && fv.CanSet() {
 			fv.Set(reflect.New(ft.Elem()))
 		}
+	}
+	if d.Ingest != nil && d.Ingest.Segment == nil { // the /v1 routes are mounted only with it
+		d.Ingest.Segment = &segmentcompat.Service{}
 	}
 }
 
