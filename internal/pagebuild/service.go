@@ -309,8 +309,10 @@ func (r *Run) Execute(ctx context.Context, emit func(Event) error) {
 	case OutcomeCancelled:
 		send(Event{Type: EventError, Content: buildErr.Error()})
 	}
-	send(Event{Type: EventDone})
+	// Recorded before done: a client that reads the builds or starts the next build once it sees
+	// done finds this one finished (and its running slot free).
 	r.finish(outcome, version, buildErr)
+	send(Event{Type: EventDone})
 }
 
 // finish records the outcome; it runs even when the request's context ended.
