@@ -11,6 +11,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/page"
 	"github.com/cohort-dev/cohort/internal/pagegen"
 	"github.com/cohort-dev/cohort/internal/search"
@@ -73,6 +74,7 @@ type Pages struct {
 	search        ProductSearch
 	copy          *pagegen.Generator
 	embeddingWait time.Duration
+	metrics       *metrics.Metrics
 }
 
 // PagesOption tunes the activities.
@@ -86,6 +88,11 @@ func WithEmbeddingWait(d time.Duration) PagesOption {
 			a.embeddingWait = d
 		}
 	}
+}
+
+// WithPageMetrics counts the generations that end (ready or failed) on m.
+func WithPageMetrics(m *metrics.Metrics) PagesOption {
+	return func(a *Pages) { a.metrics = m }
 }
 
 // NewPages builds the activities over the page service, the semantic search and the AI provider
@@ -313,6 +320,7 @@ func (a *Pages) SavePageCopy(ctx context.Context, in SavePageCopyInput) error {
 		}
 		return pageError(err)
 	}
+	a.metrics.PageGenerated(nil)
 	return nil
 }
 
@@ -329,6 +337,7 @@ func (a *Pages) FailPageGeneration(ctx context.Context, in FailPageGenerationInp
 	if err := a.store.MarkGenerationFailed(ctx, in.TenantID, in.PageID, in.Message); err != nil && !errors.Is(err, errs.ErrNotFound) {
 		return err
 	}
+	a.metrics.PageGenerated(errors.New(in.Message))
 	return nil
 }
 

@@ -155,6 +155,7 @@ func (a *Segments) WriteExport(ctx context.Context, in ExportInput) (ExportResul
 	if err != nil {
 		return ExportResult{}, permanent(err)
 	}
+	a.Metrics.SegmentExported(nil)
 	var res ExportResult
 	if e.RowCount != nil {
 		res.RowCount = *e.RowCount
@@ -174,7 +175,11 @@ type FailExportInput struct {
 
 // FailExport marks the export failed.
 func (a *Segments) FailExport(ctx context.Context, in FailExportInput) error {
-	return permanent(a.Svc.FailExport(ctx, in.TenantID, in.ExportID, in.Message))
+	if err := a.Svc.FailExport(ctx, in.TenantID, in.ExportID, in.Message); err != nil {
+		return permanent(err)
+	}
+	a.Metrics.SegmentExported(errors.New(in.Message))
+	return nil
 }
 
 // DraftInput asks the LLM for a definition.

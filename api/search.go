@@ -44,6 +44,9 @@ func (s *Server) searchProducts(c *gin.Context) {
 	if err != nil {
 		abort(c, err)
 		s.d.Metrics.Searched(time.Since(start), outcomeOf(c))
+		if status, body := mapError(err); status == http.StatusServiceUnavailable {
+			s.d.Metrics.SearchUnavailable(body.Code)
+		}
 		return
 	}
 	s.d.Metrics.Searched(time.Since(start), metrics.OutcomeOK)

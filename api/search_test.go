@@ -20,10 +20,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/catalog"
 	"github.com/cohort-dev/cohort/internal/catalog/prodseg"
+	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/search"
 )
 
@@ -316,7 +318,11 @@ func TestSearchQueryDeadProvider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := f.searchServer(t, f.searchStack(t, provider, search.Config{}))
+	reg := prometheus.NewRegistry()
+	svc := f.searchStack(t, provider, search.Config{})
+	ts := serve(t, f.newServer(t, func(d *Deps) {
+		d.Search, d.Registry, d.Metrics = &SearchDeps{Service: svc}, reg, metrics.New(reg)
+	}))
 	for i := range 8 {
 		r := send(t, ts, http.MethodGet, queryURL("q", "linen dress"), hdr("Authorization", "Bearer "+f.A.Bearer), nil)
 		if r.Status != http.StatusServiceUnavailable {
@@ -328,6 +334,14 @@ func TestSearchQueryDeadProvider(t *testing.T) {
 	}
 	if n := calls.Load(); n != search.DefaultBreakerFailures {
 		t.Errorf("the provider saw %d calls, want %d (then the breaker opened)", n, search.DefaultBreakerFailures)
+	}
+	// Each 503 is counted by its code (the search 503 alert's series), and as a search error.
+	text := scrapeMetrics(t, ts)
+	if v, _ := metricValue(text, "cohort_search_unavailable_total", `reason="embedding_unavailable"`); v != 8 {
+		t.Errorf("cohort_search_unavailable_total{reason=embedding_unavailable} = %v, want 8", v)
+	}
+	if v, _ := metricValue(text, "cohort_search_requests_total", `outcome="error"`); v != 8 {
+		t.Errorf("cohort_search_requests_total{outcome=error} = %v, want 8", v)
 	}
 }
 

@@ -45,6 +45,7 @@ func (c *core) openAI() (ai.Provider, error) {
 	return ai.New(ai.Config{
 		Provider: c.cfg.AI.Provider, BaseURL: c.cfg.AI.BaseURL, APIKey: c.cfg.AI.APIKey,
 		ChatModel: c.cfg.AI.ChatModel, EmbeddingModel: c.cfg.AI.EmbeddingModel, Dimensions: c.cfg.AI.Dimensions,
+		Metrics: c.aiMetrics,
 	})
 }
 
@@ -71,7 +72,7 @@ func (c *core) catalogWorker(p *catalogParts, provider ai.Provider) (worker.Regi
 	if provider != nil {
 		embedder = provider
 	}
-	sweeper := catalog.NewEmbeddingSweeper(p.svc, p.embeddings, embedder, catalog.EmbedSweepEvery, c.log)
+	sweeper := catalog.NewEmbeddingSweeper(p.svc, p.embeddings, embedder, catalog.EmbedSweepEvery, c.log).WithMetrics(c.metrics)
 	return func(r sdkworker.Registry) {
 		r.RegisterActivity(imps)
 		r.RegisterActivity(embeds)

@@ -6,14 +6,23 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/cohort-dev/cohort/internal/ai"
+	"github.com/cohort-dev/cohort/internal/pagegen"
 )
 
 // The runbooks in deploy/runbooks carry their locally runnable commands in fenced ```sh blocks
@@ -289,5 +298,248 @@ func TestRunbookBackfillEvents(t *testing.T) {
 	}
 	if !at.Equal(base.Add(999*time.Minute)) || user != "user-39" || typ != "order_completed" || amount != 999 {
 		t.Errorf("bq-00999 stored as %v %s %s amount %d", at, user, typ, amount)
+	}
+}
+
+// outageProvider is an OpenAI-compatible server for TestRunbookAIProviderOutage: while down it
+// answers 503 to every request; while up it serves GET /v1/models, embeddings (the local
+// provider's vectors of the requested size) and chat completions whose content is the page copy
+// the local provider would write for the products in the prompt (pagegen's user prompt).
+type outageProvider struct {
+	down atomic.Bool
+	mu   sync.Mutex
+	vecs map[int]*ai.Local
+}
+
+func (p *outageProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	w.Header().Set("Content-Type", "application/json")
+	if p.down.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `{"error":{"message":"The server is overloaded or not ready yet.","type":"server_error"}}`)
+		return
+	}
+	var body struct {
+		Model      string   `json:"model"`
+		Input      []string `json:"input"`
+		Dimensions int      `json:"dimensions"`
+		Messages   []struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	_ = json.Unmarshal(raw, &body)
+	var out any
+	switch r.URL.Path {
+	case "/v1/models":
+		out = map[string]any{"object": "list", "data": []any{}}
+	case "/v1/embeddings":
+		p.mu.Lock()
+		local := p.vecs[body.Dimensions]
+		if local == nil {
+			local, _ = ai.NewLocal(ai.Config{Dimensions: body.Dimensions})
+			p.vecs[body.Dimensions] = local
+		}
+		p.mu.Unlock()
+		vecs, _ := local.Embed(r.Context(), body.Input)
+		data := make([]map[string]any, len(vecs))
+		for i, v := range vecs {
+			data[i] = map[string]any{"object": "embedding", "index": i, "embedding": v}
+		}
+		out = map[string]any{"object": "list", "data": data, "model": body.Model, "usage": map[string]int{"prompt_tokens": len(vecs), "total_tokens": len(vecs)}}
+	case "/v1/chat/completions":
+		var req pagegen.Request
+		for _, m := range body.Messages {
+			if m.Role != ai.RoleUser || !strings.HasPrefix(m.Content, "Search query: ") {
+				continue
+			}
+			head, products, _ := strings.Cut(m.Content, "(JSON):\n")
+			for line := range strings.SplitSeq(head, "\n") {
+				if v, ok := strings.CutPrefix(line, "Search query: "); ok {
+					req.Query = v
+				} else if v, ok := strings.CutPrefix(line, "Page title: "); ok {
+					req.Title = v
+				}
+			}
+			_ = json.Unmarshal([]byte(products), &req.Products)
+			break
+		}
+		c, err := pagegen.New(nil).Generate(r.Context(), req)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = fmt.Fprintf(w, `{"error":{"message":%q,"type":"invalid_request_error"}}`, err.Error())
+			return
+		}
+		content, _ := json.Marshal(map[string]any{"intro_copy": c.IntroCopy, "blocks": c.Blocks})
+		out = map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000, "model": body.Model,
+			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": string(content)}, "finish_reason": "stop"}},
+			"usage":   map[string]int{"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}}
+	default:
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"error":{"message":"Unknown request URL","type":"invalid_request_error"}}`)
+		return
+	}
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// TestRunbookAIProviderOutage runs deploy/runbooks/ai-provider-outage.md against a cohort dev
+// whose AI provider (COHORT_AI_PROVIDER=openai) is an OpenAI-compatible server in this process.
+// With the provider up, 5 products are embedded and a page is generated. The provider then
+// answers 503 to everything: 20 products saved meanwhile stay queued and a search answers 503
+// embedding_unavailable; the diagnosis block names the provider's 503, the failed embedding
+// calls, the search 503 and the tenant's backlog. The page is set to error in SQL, as a
+// generation that failed during the outage leaves it (a real one fails only after 10 minutes of
+// retries). The provider comes back and the recovery block waits for the backlog to drain,
+// searches, and regenerates the page, which becomes ready with a new version.
+func TestRunbookAIProviderOutage(t *testing.T) {
+	fake := &outageProvider{vecs: map[int]*ai.Local{}}
+	provider := httptest.NewServer(fake)
+	t.Cleanup(provider.Close)
+	const apiKey = "sk-runbook-test"
+	s := startDevWith(t, map[string]string{
+		"COHORT_AI_PROVIDER": "openai", "OPENAI_BASE_URL": provider.URL + "/v1", "OPENAI_API_KEY": apiKey,
+		"OPENAI_EMBEDDING_DIMENSIONS": "64",
+	}, nil)
+	auth := "ApiKey " + s.secret
+	key := map[string]string{"X-API-Key": s.secret}
+	if code := s.do(t, http.MethodPut, "/api/pim/schema/", "", []byte(`{"fields":[{"name":"category","type":"string","searchable":true},
+		{"name":"price","type":"price"}]}`), key, nil); code != http.StatusOK {
+		t.Fatalf("schema: %d", code)
+	}
+	saveProducts := func(prefix string, n int) {
+		t.Helper()
+		items := make([]string, n)
+		for i := range items {
+			items[i] = fmt.Sprintf(`{"sku":"%s-%d","name":"%s summer dress %d","category":"dress","price":%d}`, prefix, i, prefix, i, 30+i)
+		}
+		var sum struct{ Created int }
+		if code := s.do(t, http.MethodPost, "/api/pim/products/bulk/", "", []byte(`{"products":[`+strings.Join(items, ",")+`]}`), key, &sum); code != http.StatusOK || sum.Created != n {
+			t.Fatalf("bulk %s: %d %+v", prefix, code, sum)
+		}
+	}
+	queued := func() int {
+		return countRows(t, s.dbURL, `SELECT count(*) FROM product_embedding_queue WHERE tenant_id = $1`, s.tenantID)
+	}
+	type pageState struct {
+		ID      int64  `json:"id"`
+		Status  string `json:"status"`
+		Version int    `json:"version"`
+	}
+	getPage := func(id int64) pageState {
+		var p pageState
+		s.do(t, http.MethodGet, fmt.Sprintf("/api/ai-pages/pages/%d/", id), auth, nil, nil, &p)
+		return p
+	}
+
+	// Up: products embedded, a page generated through the provider's chat.
+	saveProducts("linen", 5)
+	eventually(t, "the first products embedded", func() bool { return queued() == 0 })
+	var q struct {
+		ID int64 `json:"id"`
+	}
+	if code := s.do(t, http.MethodPost, "/api/ai-pages/queries/", auth, []byte(`{"text":"linen summer dresses"}`), nil, &q); code != http.StatusCreated {
+		t.Fatalf("query: %d", code)
+	}
+	var pg pageState
+	if code := s.do(t, http.MethodPost, "/api/ai-pages/pages/", auth, []byte(fmt.Sprintf(`{"query":%d}`, q.ID)), nil, &pg); code != http.StatusCreated {
+		t.Fatalf("page: %d", code)
+	}
+	eventually(t, "the page generated", func() bool { p := getPage(pg.ID); pg.Version = p.Version; return p.Status == "ready" })
+
+	// Down: new products wait, searches answer 503.
+	fake.down.Store(true)
+	saveProducts("cotton", 20)
+	eventually(t, "an embedding call refused by the provider", func() bool {
+		_, fams := scrape(t, s.base+"/metrics")
+		for _, m := range fams["cohort_ai_requests_total"].GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["operation"] == ai.OpEmbed && labels["outcome"] == ai.OutcomeUnavailable && m.GetCounter().GetValue() > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	var searchErr struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	if code := s.do(t, http.MethodGet, "/api/ai-pages/query?q=dress", auth, nil, nil, &searchErr); code != http.StatusServiceUnavailable || searchErr.Error.Code != "embedding_unavailable" {
+		t.Fatalf("search during the outage: %d %+v, want 503 embedding_unavailable", code, searchErr)
+	}
+	sh := newRunbookShell(t, map[string]string{
+		"COHORT_URL": s.base, "SK": s.secret, "METRICS_URL": s.base + "/metrics", "DATABASE_URL": s.dbURL,
+		"OPENAI_BASE_URL": provider.URL + "/v1", "OPENAI_API_KEY": apiKey,
+	})
+	out := sh.run(t, "ai-provider-outage.md diagnose", runbookBlocks(t, "ai-provider-outage.md", "ai-outage-diagnose"))
+	wantLines(t, "ai-provider-outage.md diagnose", out,
+		"provider: 503",
+		`cohort_search_unavailable_total{reason="embedding_unavailable"} 1`,
+	)
+	if !strings.Contains(out, `cohort_ai_requests_total{operation="embed",outcome="unavailable",provider="openai"} `) {
+		t.Errorf("diagnose: no failed embedding calls in %q", out)
+	}
+	if !strings.Contains(out, "\n"+s.slug+" 20 0 ") {
+		t.Errorf("diagnose: no backlog line %q in %q", s.slug+" 20 0 <seconds>", out)
+	}
+	db, err := pgx.Connect(context.Background(), s.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Exec(context.Background(), `UPDATE generated_pages SET status = 'error', last_error = 'page copy: ai provider unavailable' WHERE id = $1`, pg.ID)
+	_ = db.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Back up: the recovery block drains, searches and regenerates.
+	fake.down.Store(false)
+	out = sh.run(t, "ai-provider-outage.md recover", runbookBlocks(t, "ai-provider-outage.md", "ai-outage-recover"))
+	wantLines(t, "ai-provider-outage.md recover", out,
+		"provider: 200",
+		"waiting embeddings: 0",
+		"search: 200",
+		`{"match_count":1,"pending_embeddings":0}`,
+		"pages in error: 1",
+		fmt.Sprintf("regenerate %d: 202", pg.ID),
+	)
+	if n := queued(); n != 0 {
+		t.Errorf("%d products still queued after the recovery block", n)
+	}
+	eventually(t, "the regenerated page ready with a new version", func() bool {
+		p := getPage(pg.ID)
+		return p.Status == "ready" && p.Version > pg.Version
+	})
+
+	// The families the alerts read are exported by the dev (worker and API in one process), with
+	// what happened, and promlint (promtool check metrics) finds no problem with them.
+	text, fams := scrape(t, s.base+"/metrics")
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		min    float64
+	}{
+		{"cohort_page_generations_total", map[string]string{"outcome": "ok"}, 2},
+		{"cohort_search_unavailable_total", map[string]string{"reason": "embedding_unavailable"}, 1},
+		{"cohort_ai_requests_total", map[string]string{"operation": ai.OpEmbed, "outcome": ai.OutcomeOK}, 2},
+		{"cohort_ai_requests_total", map[string]string{"operation": ai.OpChat, "outcome": ai.OutcomeOK}, 2},
+		{"cohort_ai_request_duration_seconds", map[string]string{"operation": ai.OpChat}, 2},
+	} {
+		if got := value(fams, c.name, c.labels); got < c.min {
+			t.Errorf("%s%v = %v, want at least %v", c.name, c.labels, got, c.min)
+		}
+	}
+	for _, name := range []string{"cohort_embedding_backlog_products", "cohort_embedding_backlog_age_seconds", "cohort_page_builds_total", "cohort_segment_exports_total"} {
+		if fams[name] == nil {
+			t.Errorf("family %s missing", name)
+		}
+	}
+	problems, err := promlint.New(strings.NewReader(text)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
 }

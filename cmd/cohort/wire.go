@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/api"
+	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/auth"
 	"github.com/cohort-dev/cohort/internal/blob"
 	"github.com/cohort-dev/cohort/internal/config"
@@ -61,7 +62,8 @@ type core struct {
 	// reg is the process's one Prometheus registry: HTTP, pipeline and Temporal SDK metrics.
 	reg          *prometheus.Registry
 	metrics      *metrics.Metrics
-	metricsOnAPI bool // serve /metrics on the API port (dev without a metrics listener)
+	aiMetrics    *ai.Metrics // the AI provider's calls, shared by every provider the role builds
+	metricsOnAPI bool        // serve /metrics on the API port (dev without a metrics listener)
 }
 
 type coreOptions struct {
@@ -73,6 +75,7 @@ type coreOptions struct {
 func openCore(ctx context.Context, cfg *config.Config, logger *slog.Logger, o coreOptions) (_ *core, err error) {
 	c := &core{cfg: cfg, log: logger, reg: metrics.NewRegistry(), metricsOnAPI: o.metricsOnAPI}
 	c.metrics = metrics.New(c.reg)
+	c.aiMetrics = ai.NewMetrics(c.reg)
 	defer func() {
 		if err != nil {
 			c.close() // whatever was opened before the failure

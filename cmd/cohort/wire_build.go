@@ -21,6 +21,6 @@ func (c *core) withBuilder(d *api.PagesDeps, srch *search.Service) *api.PagesDep
 	if srch != nil {
 		s = srch
 	}
-	d.Builder = pagebuild.NewService(c.db.Pool, d.Service, s, provider, time.Now, c.log, pagebuild.Options{})
+	d.Builder = pagebuild.NewService(c.db.Pool, d.Service, s, provider, time.Now, c.log, pagebuild.Options{Metrics: c.metrics})
 	return d
 }

@@ -16,7 +16,8 @@ import (
 // the process's one workflows.Starter, as the API's is (pagesAPI).
 func (c *core) pagesWorker(st *workflows.Starter, provider ai.Provider, srch *search.Service) worker.Registration {
 	pages := c.openPages(st)
-	acts := activities.NewPages(pages, srch, provider, activities.WithEmbeddingWait(c.cfg.AI.PageEmbeddingWait))
+	acts := activities.NewPages(pages, srch, provider, activities.WithEmbeddingWait(c.cfg.AI.PageEmbeddingWait),
+		activities.WithPageMetrics(c.metrics))
 	return func(r sdkworker.Registry) {
 		r.RegisterActivity(acts)
 	}

@@ -9,12 +9,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/metrics"
 )
 
 func TestRulesAndDashboardUseRealNames(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	metrics.New(reg)
+	ai.NewMetrics(reg)
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +32,7 @@ func TestRulesAndDashboardUseRealNames(t *testing.T) {
 	for _, n := range []string{"cohort_ingest_events_skipped_total", "cohort_bus_publish_duration_seconds",
 		"cohort_segment_compute_duration_seconds", "cohort_activation_sync_duration_seconds",
 		"cohort_activation_users_pushed_total", "cohort_search_duration_seconds", "cohort_page_exports_total",
-		"cohort_page_export_duration_seconds", "cohort_feed_sync_duration_seconds"} {
+		"cohort_page_export_duration_seconds", "cohort_feed_sync_duration_seconds", "cohort_ai_request_duration_seconds"} {
 		known[n] = true
 	}
 	name := regexp.MustCompile(`cohort_[a-z0-9_]+`)

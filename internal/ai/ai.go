@@ -136,6 +136,7 @@ type Config struct {
 	EmbedBatchSize            int          // texts per embeddings call, default 256
 	HTTPClient                *http.Client // optional
 	Timeout                   time.Duration
+	Metrics                   *Metrics // optional: the openai provider records its calls there
 }
 
 // New builds the provider named by cfg.Provider.

@@ -27,6 +27,7 @@ type OpenAI struct {
 	learnedDims    atomic.Int64
 	batchSize      int
 	timeout        time.Duration
+	metrics        *Metrics // nil: none
 }
 
 var _ Provider = (*OpenAI)(nil)
@@ -66,6 +67,7 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 		dimensions:     cfg.Dimensions,
 		batchSize:      cfg.EmbedBatchSize,
 		timeout:        cfg.Timeout,
+		metrics:        cfg.Metrics,
 	}
 	if p.batchSize == 0 {
 		p.batchSize = DefaultEmbedBatchSize
@@ -171,7 +173,8 @@ func (p *OpenAI) Embed(ctx context.Context, texts []string) ([][]float32, error)
 	return out, nil
 }
 
-func (p *OpenAI) embedBatch(parent context.Context, batch []string) ([][]float32, error) {
+func (p *OpenAI) embedBatch(parent context.Context, batch []string) (_ [][]float32, err error) {
+	defer func(start time.Time) { p.metrics.observe(ProviderOpenAI, OpEmbed, start, err) }(time.Now())
 	ctx, cancel := context.WithTimeout(parent, p.timeout)
 	defer cancel()
 	meta := &respMeta{}
@@ -206,11 +209,12 @@ func (p *OpenAI) embedBatch(parent context.Context, batch []string) ([][]float32
 }
 
 // Chat runs one non-streaming chat completion.
-func (p *OpenAI) Chat(parent context.Context, req ChatRequest) (ChatResponse, error) {
+func (p *OpenAI) Chat(parent context.Context, req ChatRequest) (_ ChatResponse, err error) {
 	creq, err := p.chatRequest(req)
 	if err != nil {
 		return ChatResponse{}, err
 	}
+	defer func(start time.Time) { p.metrics.observe(ProviderOpenAI, OpChat, start, err) }(time.Now())
 	ctx, cancel := context.WithTimeout(parent, p.timeout)
 	defer cancel()
 	meta := &respMeta{}
@@ -248,11 +252,12 @@ func (p *OpenAI) Chat(parent context.Context, req ChatRequest) (ChatResponse, er
 // ChatStream runs one streaming chat completion. Content deltas are passed to fn as they arrive;
 // tool calls, whose arguments arrive in fragments, are assembled by index and passed to fn once
 // complete (when the choice finishes). Config.Timeout bounds the whole stream.
-func (p *OpenAI) ChatStream(parent context.Context, req ChatRequest, fn func(StreamEvent) error) (ChatResponse, error) {
+func (p *OpenAI) ChatStream(parent context.Context, req ChatRequest, fn func(StreamEvent) error) (_ ChatResponse, err error) {
 	creq, err := p.chatRequest(req)
 	if err != nil {
 		return ChatResponse{}, err
 	}
+	defer func(start time.Time) { p.metrics.observe(ProviderOpenAI, OpChatStream, start, err) }(time.Now())
 	creq.Stream = true
 	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 

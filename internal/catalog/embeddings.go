@@ -669,6 +669,25 @@ func (s *Service) QueuedTenants(ctx context.Context) ([]int64, error) {
 	return ids, nil
 }
 
+// EmbeddingBacklog counts the products of every tenant queued for an embedding and still tried
+// (not parked after MaxEmbedAttempts refusals) and returns when the oldest of them was queued
+// (zero when there are none). Maintenance across tenants, for the backlog's metrics: one scan of
+// the queue.
+func (s *Service) EmbeddingBacklog(ctx context.Context) (int64, time.Time, error) {
+	var (
+		n      int64
+		oldest *time.Time
+	)
+	if err := s.pool.QueryRow(ctx, `SELECT count(*), min(queued_at) FROM product_embedding_queue WHERE attempts < $1`,
+		MaxEmbedAttempts).Scan(&n, &oldest); err != nil {
+		return 0, time.Time{}, fmt.Errorf("measure the embedding backlog: %w", err)
+	}
+	if oldest == nil {
+		return n, time.Time{}, nil
+	}
+	return n, *oldest, nil
+}
+
 // QueueStaleEmbeddings queues every product, of every tenant, that has no embedding or one of
 // another model (or size, when dims > 0) and is not queued yet; it returns how many. The worker
 // runs it at start, so a new embedding model re-embeds the catalogues. Maintenance across

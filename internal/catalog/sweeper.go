@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/cohort-dev/cohort/internal/metrics"
 )
 
 // EmbedSweepEvery is how often the sweeper kicks the tenants with queued embeddings.
@@ -23,6 +25,7 @@ type EmbeddingSweeper struct {
 	embedder Embedder // nil: nothing to re-queue for (no provider)
 	every    time.Duration
 	log      *slog.Logger
+	metrics  *metrics.Metrics // nil: the backlog is not measured
 }
 
 // NewEmbeddingSweeper builds the sweeper. every <= 0 means EmbedSweepEvery; embedder may be nil.
@@ -31,6 +34,13 @@ func NewEmbeddingSweeper(svc *Service, sched EmbeddingScheduler, embedder Embedd
 		every = EmbedSweepEvery
 	}
 	return &EmbeddingSweeper{svc: svc, sched: sched, embedder: embedder, every: every, log: logger}
+}
+
+// WithMetrics makes every sweep measure the embedding backlog (its size and the age of its oldest
+// product, cohort_embedding_backlog_*) on m.
+func (w *EmbeddingSweeper) WithMetrics(m *metrics.Metrics) *EmbeddingSweeper {
+	w.metrics = m
+	return w
 }
 
 // Name names the loop in the worker's errors.
@@ -71,8 +81,20 @@ func (w *EmbeddingSweeper) report(ctx context.Context, what string, err error) {
 }
 
 // Sweep kicks the drain of every tenant with ready queued products. It stops at the first failed
-// kick (the next sweep tries again) and returns how many tenants it kicked.
+// kick (the next sweep tries again) and returns how many tenants it kicked. With metrics it
+// measures the backlog first.
 func (w *EmbeddingSweeper) Sweep(ctx context.Context) (int, error) {
+	if w.metrics != nil {
+		n, oldest, err := w.svc.EmbeddingBacklog(ctx)
+		if err != nil {
+			return 0, err
+		}
+		var age time.Duration
+		if !oldest.IsZero() {
+			age = w.svc.now().Sub(oldest)
+		}
+		w.metrics.EmbeddingBacklog(n, age)
+	}
 	tenants, err := w.svc.QueuedTenants(ctx)
 	if err != nil {
 		return 0, err

@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cohort-dev/cohort/internal/catalog"
+	"github.com/cohort-dev/cohort/internal/metrics"
 )
 
 // failingScheduler fails the kicks of one tenant and records the others.
@@ -152,4 +155,56 @@ func TestEmbeddingSweeperRun(t *testing.T) {
 	if err := catalog.NewEmbeddingSweeper(f.svc, nil, nil, 0, slog.New(slog.DiscardHandler)).Run(f.ctx); err == nil {
 		t.Fatal("a sweeper without a scheduler ran")
 	}
+}
+
+// TestEmbeddingSweepMeasuresBacklog: with metrics, each sweep sets the backlog (products queued
+// and still tried, of every tenant) and the age of its oldest product; a parked product (refused
+// MaxEmbedAttempts times) is not waited for, so it counts in neither; an empty backlog is 0 and 0.
+func TestEmbeddingSweepMeasuresBacklog(t *testing.T) {
+	f := newFixture(t)
+	a, b := f.tenant("backlog-a"), f.tenant("backlog-b")
+	parked := f.create(a, "OLD", "Refused text", "")
+	f.exec("UPDATE product_embedding_queue SET attempts = $2, last_error = 'refused' WHERE product_id = $1", parked.ID, catalog.MaxEmbedAttempts)
+	f.clock.Advance(time.Hour)
+	f.create(a, "A1", "Shirt", "")
+	f.clock.Advance(30 * time.Second)
+	f.create(b, "B1", "Dress", "")
+	f.create(b, "B2", "Skirt", "")
+	f.clock.Advance(15 * time.Second)
+
+	reg := prometheus.NewRegistry()
+	sw := catalog.NewEmbeddingSweeper(f.svc, &recordingScheduler{}, nil, 0, slog.New(slog.DiscardHandler)).WithMetrics(metrics.New(reg))
+	if _, err := sw.Sweep(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, age := backlogGauges(t, reg); n != 3 || age != 45 {
+		t.Errorf("backlog %v products, oldest %vs; want 3 and 45s (A1's wait; the parked one is not counted)", n, age)
+	}
+
+	e := newFakeEmbedder(t)
+	f.drain(a, e, 0)
+	f.drain(b, e, 0)
+	if _, err := sw.Sweep(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, age := backlogGauges(t, reg); n != 0 || age != 0 {
+		t.Errorf("after the drains: backlog %v products, oldest %vs; want 0 and 0", n, age)
+	}
+}
+
+func backlogGauges(t *testing.T, reg *prometheus.Registry) (products, age float64) {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range fams {
+		switch fam.GetName() {
+		case "cohort_embedding_backlog_products":
+			products = fam.GetMetric()[0].GetGauge().GetValue()
+		case "cohort_embedding_backlog_age_seconds":
+			age = fam.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return products, age
 }

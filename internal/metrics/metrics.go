@@ -1,5 +1,6 @@
 // Package metrics defines Cohort's Prometheus families for its pipelines (ingestion, the loader,
-// segment computes, activation syncs, searches, public page reads, exports and feed syncs) and a
+// segment computes, activation syncs, searches, public page reads, exports and feed syncs, the
+// embedding backlog, page builds and generations) and a
 // small recording API over them. One *Metrics is made per process on the registry the role
 // creates (NewRegistry) and handed to every pipeline that records; a nil *Metrics records nothing,
 // so code under test needs none.
@@ -51,6 +52,13 @@ var ExportFormats = []string{"json", "html", "tsx", "zip"}
 // Buses are the event bus label values.
 var Buses = []string{"pubsub", "nats"}
 
+// BuildOutcomes are the page build outcomes (pagebuild's); any other is "other".
+var BuildOutcomes = []string{"applied", "no_changes", "failed", "cancelled"}
+
+// SearchUnavailableReasons are the 503 codes of a search known up front (they start at zero);
+// any other short code is counted under its own name.
+var SearchUnavailableReasons = []string{"embedding_unavailable", "unavailable"}
+
 // Buckets.
 var (
 	fastSeconds = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
@@ -88,6 +96,13 @@ type Metrics struct {
 	feedSyncs      *prometheus.CounterVec
 	feedDuration   *prometheus.HistogramVec
 	feedItems      prometheus.Counter
+
+	searchUnavailable   *prometheus.CounterVec
+	embeddingBacklog    prometheus.Gauge
+	embeddingBacklogAge prometheus.Gauge
+	builds              *prometheus.CounterVec
+	generations         *prometheus.CounterVec
+	segmentExports      *prometheus.CounterVec
 }
 
 // NewRegistry is a process's registry: Go runtime and process collectors included.
@@ -160,25 +175,50 @@ func New(reg prometheus.Registerer) *Metrics {
 			"Duration of a product feed sync, by outcome.", slowSeconds, "outcome"),
 		feedItems: counter("cohort_feed_sync_items_total",
 			"Products a feed sync read from its feed."),
+
+		searchUnavailable: counterVec("cohort_search_unavailable_total",
+			"Semantic searches answered 503, by the error code the caller was given (embedding_unavailable, ...).", "reason"),
+		embeddingBacklog: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cohort_embedding_backlog_products",
+			Help: "Products of every tenant queued for an embedding and still tried (parked ones are not), at the last sweep."}),
+		embeddingBacklogAge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cohort_embedding_backlog_age_seconds",
+			Help: "How long the oldest product counted in cohort_embedding_backlog_products has waited (0 when none), at the last sweep."}),
+		builds: counterVec("cohort_page_builds_total",
+			"Page builds (the builder agent) finished, by outcome: applied, no_changes, failed, cancelled.", "outcome"),
+		generations: counterVec("cohort_page_generations_total",
+			"Page generations (one page, alone or in a bulk job) finished, by outcome.", "outcome"),
+		segmentExports: counterVec("cohort_segment_exports_total",
+			"Segment member exports finished, by outcome.", "outcome"),
 	}
 	reg.MustRegister(m.eventsAccepted, m.eventsSkipped, m.publishDuration,
 		m.loaderBatches, m.loaderBatchEvents, m.loaderEventsStored, m.loaderLag, m.loaderRedeliveries, m.loaderDeadLetters,
 		m.segmentComputes, m.segmentComputeDuration, m.segmentMembers,
 		m.syncs, m.syncDuration, m.usersPushed,
 		m.searches, m.searchDuration, m.pageReads,
-		m.exports, m.exportDuration, m.feedSyncs, m.feedDuration, m.feedItems)
+		m.exports, m.exportDuration, m.feedSyncs, m.feedDuration, m.feedItems,
+		m.searchUnavailable, m.embeddingBacklog, m.embeddingBacklogAge, m.builds, m.generations, m.segmentExports)
 	// Outcomes and reasons known up front start at zero, so that rates and alerts see a series
 	// before the first event of that kind.
 	for _, o := range []string{OutcomeOK, OutcomeError} {
 		m.loaderBatches.WithLabelValues(o)
 		m.segmentComputes.WithLabelValues(o)
 		m.feedSyncs.WithLabelValues(o)
+		m.generations.WithLabelValues(o)
+		m.segmentExports.WithLabelValues(o)
+		for _, f := range ExportFormats {
+			m.exports.WithLabelValues(f, o)
+		}
 		for _, p := range Platforms {
 			m.syncs.WithLabelValues(p, o)
 		}
 	}
 	for _, o := range []string{OutcomeOK, OutcomeRejected, OutcomeError} {
 		m.searches.WithLabelValues(o)
+	}
+	for _, o := range BuildOutcomes {
+		m.builds.WithLabelValues(o)
+	}
+	for _, r := range SearchUnavailableReasons {
+		m.searchUnavailable.WithLabelValues(r)
 	}
 	for _, r := range []string{DeadLetterUndecodable, DeadLetterStoreFailed} {
 		m.loaderDeadLetters.WithLabelValues(r)
@@ -361,4 +401,49 @@ func (m *Metrics) FeedSynced(items int, d time.Duration, err error) {
 	if items > 0 {
 		m.feedItems.Add(float64(items))
 	}
+}
+
+// SearchUnavailable counts a semantic search answered 503 with the error code reason.
+func (m *Metrics) SearchUnavailable(reason string) {
+	if m == nil {
+		return
+	}
+	m.searchUnavailable.WithLabelValues(labelValue(reason, "other")).Inc()
+}
+
+// EmbeddingBacklog sets the embedding backlog: products queued and still tried, and how long
+// the oldest of them has waited.
+func (m *Metrics) EmbeddingBacklog(products int64, oldest time.Duration) {
+	if m == nil {
+		return
+	}
+	m.embeddingBacklog.Set(float64(max(products, 0)))
+	if products <= 0 {
+		oldest = 0
+	}
+	m.embeddingBacklogAge.Set(max(oldest, 0).Seconds())
+}
+
+// BuildFinished counts a page build that ended with outcome (BuildOutcomes).
+func (m *Metrics) BuildFinished(outcome string) {
+	if m == nil {
+		return
+	}
+	m.builds.WithLabelValues(oneOf(outcome, BuildOutcomes)).Inc()
+}
+
+// PageGenerated counts a page generation that ended: ready (err nil) or failed.
+func (m *Metrics) PageGenerated(err error) {
+	if m == nil {
+		return
+	}
+	m.generations.WithLabelValues(outcome(err)).Inc()
+}
+
+// SegmentExported counts a segment member export that ended: ready (err nil) or failed.
+func (m *Metrics) SegmentExported(err error) {
+	if m == nil {
+		return
+	}
+	m.segmentExports.WithLabelValues(outcome(err)).Inc()
 }

@@ -36,6 +36,16 @@ func TestRecording(t *testing.T) {
 	m.PageRead(metrics.ReadNotFound)
 	m.ExportFinished("zip", time.Second, nil)
 	m.FeedSynced(12, time.Second, nil)
+	m.SearchUnavailable("embedding_unavailable")
+	m.SearchUnavailable("search_index_loading")
+	m.SearchUnavailable("Tenant 42's index") // not a code: folded into other
+	m.EmbeddingBacklog(7, 90*time.Second)
+	m.BuildFinished("failed")
+	m.BuildFinished("exploded") // not an outcome: other
+	m.PageGenerated(boom)
+	m.PageGenerated(nil)
+	m.PageGenerated(nil)
+	m.SegmentExported(boom)
 
 	text := expose(t, reg)
 	for _, want := range []string{
@@ -63,6 +73,20 @@ func TestRecording(t *testing.T) {
 		`cohort_page_exports_total{format="zip",outcome="ok"} 1`,
 		`cohort_feed_syncs_total{outcome="ok"} 1`,
 		"cohort_feed_sync_items_total 12",
+		`cohort_page_exports_total{format="html",outcome="error"} 0`, // present before the first one
+		`cohort_search_unavailable_total{reason="embedding_unavailable"} 1`,
+		`cohort_search_unavailable_total{reason="search_index_loading"} 1`,
+		`cohort_search_unavailable_total{reason="other"} 1`,
+		`cohort_search_unavailable_total{reason="unavailable"} 0`,
+		"cohort_embedding_backlog_products 7",
+		"cohort_embedding_backlog_age_seconds 90",
+		`cohort_page_builds_total{outcome="failed"} 1`,
+		`cohort_page_builds_total{outcome="other"} 1`,
+		`cohort_page_builds_total{outcome="applied"} 0`,
+		`cohort_page_generations_total{outcome="error"} 1`,
+		`cohort_page_generations_total{outcome="ok"} 2`,
+		`cohort_segment_exports_total{outcome="error"} 1`,
+		`cohort_segment_exports_total{outcome="ok"} 0`,
 	} {
 		if !strings.Contains(text, want+"\n") {
 			t.Errorf("no %q in the exposition", want)
@@ -93,6 +117,25 @@ func TestNilRecordsNothing(t *testing.T) {
 	m.PageRead("ok")
 	m.ExportFinished("zip", 0, nil)
 	m.FeedSynced(1, 0, nil)
+	m.SearchUnavailable("x")
+	m.EmbeddingBacklog(1, time.Second)
+	m.BuildFinished("applied")
+	m.PageGenerated(nil)
+	m.SegmentExported(nil)
+}
+
+// An empty backlog has no age, whatever the sweep measured.
+func TestEmbeddingBacklogEmptyHasNoAge(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	m.EmbeddingBacklog(3, time.Minute)
+	m.EmbeddingBacklog(0, time.Hour)
+	text := expose(t, reg)
+	for _, want := range []string{"cohort_embedding_backlog_products 0", "cohort_embedding_backlog_age_seconds 0"} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("no %q in the exposition", want)
+		}
+	}
 }
 
 func TestMux(t *testing.T) {

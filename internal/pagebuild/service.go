@@ -27,6 +27,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/block"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/page"
 )
 
@@ -73,6 +74,9 @@ type Options struct {
 	RetryMax   time.Duration // longest backoff (default 8s)
 	Timeout    time.Duration // one build at most (default 5 minutes)
 	Lease      time.Duration // a running build older than this was abandoned (default Timeout + 5 minutes)
+
+	// Metrics counts finished builds by outcome (nil: none).
+	Metrics *metrics.Metrics
 }
 
 func (o Options) withDefaults() Options {
@@ -332,6 +336,7 @@ func (r *Run) finish(outcome string, version *int, buildErr error) {
 		m := buildErr.Error()
 		msg = &m
 	}
+	r.s.opts.Metrics.BuildFinished(outcome)
 	dur := r.s.now().Sub(r.started).Milliseconds()
 	if _, err := r.s.pool.Exec(ctx, `UPDATE page_builds SET operations = $3, outcome = $4, error = $5, duration_ms = $6,
 		prompt_tokens = $7, completion_tokens = $8, version = $9 WHERE tenant_id = $1 AND id = $2`,

@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/ai/aitest"
 	"github.com/cohort-dev/cohort/internal/block"
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/page"
 	"github.com/cohort-dev/cohort/internal/store"
 	"github.com/cohort-dev/cohort/internal/testenv"
@@ -268,9 +272,11 @@ func TestProviderFailures(t *testing.T) {
 	p := e.page(t, e.a, "shoes")
 	rate := &ai.ProviderError{Provider: "openai", Op: "chat stream", Kind: ai.ErrRateLimited, StatusCode: 429, RetryAfter: time.Millisecond}
 	down := &ai.ProviderError{Provider: "openai", Op: "chat stream", Kind: ai.ErrUnavailable, StatusCode: 503}
+	reg := prometheus.NewRegistry()
+	counted := metrics.New(reg) // the builds' outcomes, as the build failure alert reads them
 	t.Run("retried", func(t *testing.T) {
 		m := aitest.New(aitest.Fail(rate), aitest.Fail(down), aitest.Step{Response: calls(ai.ToolCall{Name: ToolRemoveBlock, Arguments: `{"id":"q1"}`})})
-		s := e.service(m, Options{RetryBase: time.Millisecond})
+		s := e.service(m, Options{RetryBase: time.Millisecond, Metrics: counted})
 		r, err := s.Begin(e.ctx, e.a, p.ID, "remove the testimonial")
 		if err != nil {
 			t.Fatal(err)
@@ -283,7 +289,7 @@ func TestProviderFailures(t *testing.T) {
 	t.Run("given up: error then done, nothing saved", func(t *testing.T) {
 		before, _ := e.pages.GetPage(e.ctx, e.a, p.ID)
 		m := aitest.New(aitest.Fail(down), aitest.Fail(down), aitest.Fail(down))
-		s := e.service(m, Options{RetryBase: time.Millisecond})
+		s := e.service(m, Options{RetryBase: time.Millisecond, Metrics: counted})
 		r, err := s.Begin(e.ctx, e.a, p.ID, "remove the hero")
 		if err != nil {
 			t.Fatal(err)
@@ -301,6 +307,21 @@ func TestProviderFailures(t *testing.T) {
 			t.Fatalf("build = %+v", builds[0])
 		}
 	})
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() == "cohort_page_builds_total" {
+			for _, s := range f.GetMetric() {
+				got[s.GetLabel()[0].GetValue()] = s.GetCounter().GetValue()
+			}
+		}
+	}
+	if want := map[string]float64{OutcomeApplied: 1, OutcomeFailed: 1, OutcomeNoChanges: 0, OutcomeCancelled: 0}; !maps.Equal(got, want) {
+		t.Errorf("cohort_page_builds_total by outcome = %v, want %v", got, want)
+	}
 }
 
 func TestDisconnectSavesNothing(t *testing.T) {
