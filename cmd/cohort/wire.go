@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/api"
+	"github.com/cohort-dev/cohort/internal/aispend"
 	"github.com/cohort-dev/cohort/internal/auth"
 	"github.com/cohort-dev/cohort/internal/blob"
 	"github.com/cohort-dev/cohort/internal/config"
@@ -62,6 +63,8 @@ type core struct {
 	reg          *prometheus.Registry
 	metrics      *metrics.Metrics
 	metricsOnAPI bool // serve /metrics on the API port (dev without a metrics listener)
+	// spend limits and meters the tenants' model tokens (wire_aispend.go).
+	spend *aispend.Service
 }
 
 type coreOptions struct {
@@ -109,6 +112,9 @@ func openCore(ctx context.Context, cfg *config.Config, logger *slog.Logger, o co
 		return nil, err
 	}
 	c.tenants = tenant.NewService(db.Gorm, c.box, time.Now)
+	if c.spend, err = c.openSpend(); err != nil {
+		return nil, err
+	}
 	// Tokens signed and secrets sealed under another key than the database was set up with would
 	// be refused or unreadable later: every role stops here instead.
 	pending, err := keycheck.CheckRotating(ctx, db.Gorm, cfg.SecretKey, cfg.PreviousSecretKeys, c.tenants, secretKeySource(cfg))
@@ -199,6 +205,7 @@ func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsD
 		Origins:      c.tenants,
 		Registry:     c.reg,
 		Metrics:      c.metrics,
+		Spend:        c.spend,
 		ServeMetrics: c.metricsOnAPI,
 		SDK:          &api.SDKBundle{Version: sdkjs.Version(), Script: sdkjs.Bundle()},
 		LocalBlob:    c.localBlob,
