@@ -160,14 +160,18 @@ func (s *Service) Record(ctx context.Context, c ai.Call) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
+	now := s.now()
 	_, err := s.pool.Exec(ctx, `
-		INSERT INTO ai_usage (tenant_id, hour, operation, model, calls, prompt_tokens, completion_tokens)
-		VALUES ($1, $2, $3, $4, 1, $5, $6)
-		ON CONFLICT (tenant_id, hour, operation, model) DO UPDATE SET
-			calls = ai_usage.calls + 1,
-			prompt_tokens = ai_usage.prompt_tokens + EXCLUDED.prompt_tokens,
-			completion_tokens = ai_usage.completion_tokens + EXCLUDED.completion_tokens`,
-		c.TenantID, s.now().UTC().Truncate(time.Hour), op, c.Model, c.PromptTokens, c.CompletionTokens)
+		WITH hourly AS (
+			INSERT INTO ai_usage (tenant_id, hour, operation, model, calls, prompt_tokens, completion_tokens)
+			VALUES ($1, $2, $3, $4, 1, $5, $6)
+			ON CONFLICT (tenant_id, hour, operation, model) DO UPDATE SET
+				calls = ai_usage.calls + 1,
+				prompt_tokens = ai_usage.prompt_tokens + EXCLUDED.prompt_tokens,
+				completion_tokens = ai_usage.completion_tokens + EXCLUDED.completion_tokens)
+		INSERT INTO ai_usage_months (tenant_id, month, tokens) VALUES ($1, $7, $5 + $6)
+		ON CONFLICT (tenant_id, month) DO UPDATE SET tokens = ai_usage_months.tokens + EXCLUDED.tokens`,
+		c.TenantID, now.UTC().Truncate(time.Hour), op, c.Model, int64(c.PromptTokens), int64(c.CompletionTokens), monthStart(now))
 	if err != nil {
 		s.log.Error("record ai usage", "tenant", c.TenantID, "operation", op, "model", c.Model,
 			"prompt_tokens", c.PromptTokens, "completion_tokens", c.CompletionTokens, "error", err)
@@ -278,7 +282,7 @@ func (s *Service) Usage(ctx context.Context, tenantID int64, window string) (*Re
 	}
 	err = s.pool.QueryRow(ctx, `
 		SELECT t.ai_monthly_token_budget,
-		       (SELECT COALESCE(sum(prompt_tokens + completion_tokens), 0) FROM ai_usage u WHERE u.tenant_id = t.id AND u.hour >= $2)
+		       COALESCE((SELECT m.tokens FROM ai_usage_months m WHERE m.tenant_id = t.id AND m.month = $2), 0)
 		FROM tenants t WHERE t.id = $1`, tenantID, ms).Scan(&rep.Budget.MonthlyTokens, &rep.Budget.UsedThisMonth)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("tenant %d: %w", tenantID, errs.ErrNotFound)

@@ -27,13 +27,22 @@ CREATE TABLE ai_usage (
     PRIMARY KEY (tenant_id, hour, operation, model)
 );
 
+-- The tenant's tokens per calendar month (UTC), written with ai_usage in one statement, so the
+-- budget check reads one row however many hours, operations and models the month holds.
+CREATE TABLE ai_usage_months (
+    tenant_id BIGINT NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
+    month     DATE   NOT NULL,
+    tokens    BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, month)
+);
+
 -- ai_spend_take returns, for the tenant at p_now (microseconds since the epoch):
---   budget: the monthly token budget (NULL: none); used: the tokens spent since p_month_start;
+--   budget: the monthly token budget (NULL: none); used: the tokens of the month p_month_start;
 --   wait: 0 when the request is accepted (and counted in the rate limit), else how many
 --   microseconds until the rate limit accepts one. When used >= budget nothing is counted and
 --   wait is 0: the caller refuses on the budget.
 CREATE FUNCTION ai_spend_take(p_tenant BIGINT, p_bucket TEXT, p_now BIGINT, p_limit INTEGER, p_window BIGINT,
-                              p_month_start TIMESTAMPTZ,
+                              p_month_start DATE,
                               OUT budget BIGINT, OUT used BIGINT, OUT wait BIGINT)
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -41,8 +50,8 @@ BEGIN
     used := 0;
     wait := 0;
     IF budget IS NOT NULL THEN
-        SELECT COALESCE(sum(u.prompt_tokens + u.completion_tokens), 0) INTO used
-        FROM ai_usage u WHERE u.tenant_id = p_tenant AND u.hour >= p_month_start;
+        SELECT COALESCE((SELECT m.tokens FROM ai_usage_months m
+                         WHERE m.tenant_id = p_tenant AND m.month = p_month_start::date), 0) INTO used;
         IF used >= budget THEN
             RETURN;
         END IF;
