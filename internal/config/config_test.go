@@ -609,6 +609,8 @@ func TestValidateRejectsBadValues(t *testing.T) {
 		{name: "unknown warehouse", role: config.RoleServe, env: with(serveEnv(), map[string]string{"COHORT_WAREHOUSE": "snowflake"}), mention: "COHORT_WAREHOUSE"},
 		{name: "unknown warehouse in dev", role: config.RoleDev, env: map[string]string{"COHORT_WAREHOUSE": "snowflake"}, mention: "COHORT_WAREHOUSE"},
 		{name: "unknown blob store", role: config.RoleServe, env: with(serveEnv(), map[string]string{"COHORT_BLOB_STORE": "s3"}), mention: "COHORT_BLOB_STORE"},
+		{name: "zero OPENAI_TIMEOUT", role: config.RoleServe, env: with(serveEnv(), map[string]string{"OPENAI_TIMEOUT": "0s"}), mention: "OPENAI_TIMEOUT"},
+		{name: "AI rate limit out of range", role: config.RoleServe, env: with(serveEnv(), map[string]string{"COHORT_AI_RATE_LIMIT": "0"}), mention: "COHORT_AI_RATE_LIMIT"},
 		{name: "unknown AI provider", role: config.RoleDev, env: map[string]string{"COHORT_AI_PROVIDER": "anthropic"}, mention: "COHORT_AI_PROVIDER"},
 		{name: "TLS cert without key", role: config.RoleServe, env: with(serveEnv(), map[string]string{"TEMPORAL_TLS_CERT": "/c.pem"}), mention: "TEMPORAL_TLS_KEY"},
 		{name: "TLS key without cert", role: config.RoleServe, env: with(serveEnv(), map[string]string{"TEMPORAL_TLS_KEY": "/k.pem"}), mention: "TEMPORAL_TLS_CERT"},
