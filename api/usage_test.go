@@ -29,6 +29,9 @@ func spendServer(t testing.TB, model *aitest.Provider, cfg aispend.Config) (*bui
 	ts := serve(t, f.newServer(t, func(d *Deps) {
 		d.Pages = &PagesDeps{Service: svc, Builder: b}
 		d.Spend = spend
+		// Routes only: a refusal must come before their handlers, which these could not serve.
+		d.Segments = &SegmentsDeps{}
+		d.Design = &DesignDeps{}
 	}))
 	return &buildEnv{pagesEnv: &pagesEnv{f: f, ts: ts, svc: svc, gen: gen}, builder: b}, spend
 }
@@ -52,8 +55,8 @@ func runBuild(t *testing.T, e *buildEnv, c tenantCreds, pageID int64, msg string
 
 // TestAIUsageAndBudget: GET /api/usage/ shows the tokens a build spent, equal to the sum of what
 // the model reported, and nothing of another tenant's; a tenant at its monthly budget is
-// refused with 403 ai_budget_exceeded on build, regenerate, bulk generation and page creation
-// before anything starts, while another tenant goes on.
+// refused with 403 ai_budget_exceeded on build, regenerate, bulk generation, page creation,
+// segment drafts and design extraction before anything starts, while another tenant goes on.
 func TestAIUsageAndBudget(t *testing.T) {
 	script := []ai.ChatResponse{
 		toolStep(pagebuild.ToolAddBlock, `{"type":"testimonial","props":{"quote":"Fast shipping","author":"Jane"},"position":1}`),
@@ -101,6 +104,8 @@ func TestAIUsageAndBudget(t *testing.T) {
 		{"regenerate", http.MethodPost, fmt.Sprintf("/api/ai-pages/pages/%d/regenerate/", p.ID), ``},
 		{"bulk generate", http.MethodPost, "/api/ai-pages/pages/bulk-generate/", ``},
 		{"create a generated page", http.MethodPost, "/api/ai-pages/pages/", fmt.Sprintf(`{"query":%d}`, q.ID)},
+		{"segment draft", http.MethodPost, "/api/segments/1/draft/", ``},
+		{"design extraction", http.MethodPost, "/api/ai-pages/design-system/extract/", `{"image_url":"https://example.com/a.png"}`},
 	}
 	for _, r := range refusals {
 		t.Run(r.name, func(t *testing.T) {
