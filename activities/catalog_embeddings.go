@@ -51,7 +51,7 @@ func (a *ProductEmbeddings) EmbedPending(ctx context.Context, in EmbedPendingInp
 	if a.AI == nil {
 		return EmbedPendingResult{}, temporal.NewNonRetryableApplicationError("no ai provider is configured for product embeddings", ErrTypeNoEmbeddingProvider, nil)
 	}
-	res, err := a.Catalog.DrainEmbeddings(ctx, in.TenantID, a.AI, in.Limit)
+	res, err := a.Catalog.DrainEmbeddings(ai.WithSpend(ctx, in.TenantID, ai.OpProductEmbed), in.TenantID, a.AI, in.Limit)
 	if err != nil {
 		return EmbedPendingResult{}, embedError(err)
 	}

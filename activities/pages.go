@@ -200,7 +200,7 @@ type SearchPageProductsResult struct {
 // longer exists and a search that finds nothing are permanent failures; a provider that is down
 // is retried.
 func (a *Pages) SearchPageProducts(ctx context.Context, in SearchPageProductsInput) (SearchPageProductsResult, error) {
-	res, err := a.search.Search(ctx, in.TenantID, search.In{Query: in.Query, Limit: in.Limit, SegmentID: in.ProductSegmentID})
+	res, err := a.search.Search(ai.WithSpend(ctx, in.TenantID, ai.OpPageSearch), in.TenantID, search.In{Query: in.Query, Limit: in.Limit, SegmentID: in.ProductSegmentID})
 	if err != nil {
 		if errors.Is(err, errs.ErrNotFound) {
 			return SearchPageProductsResult{}, segmentGone(in.ProductSegmentID, err)
@@ -274,7 +274,7 @@ type GeneratePageCopyInput struct {
 // answer that never validates is a permanent failure (ErrTypeInvalidLLMOutput); a provider
 // that is down or rate limited is retried.
 func (a *Pages) GeneratePageCopy(ctx context.Context, in GeneratePageCopyInput) (pagegen.Copy, error) {
-	out, err := a.copy.Generate(ctx, pagegen.Request{Query: in.Query, Title: in.Title, Products: in.Products})
+	out, err := a.copy.Generate(ai.WithSpend(ctx, in.TenantID, ai.OpPageCopy), pagegen.Request{Query: in.Query, Title: in.Title, Products: in.Products})
 	if err != nil {
 		return pagegen.Copy{}, copyError(err)
 	}

@@ -217,7 +217,7 @@ func (a *Segments) DraftDefinition(ctx context.Context, in DraftInput) (DraftRes
 	if err != nil {
 		return DraftResult{}, permanent(err)
 	}
-	raw, err := draft.Draft(ctx, a.AI, seg.Description, hints, in.PreviousError)
+	raw, err := draft.Draft(ai.WithSpend(ctx, in.TenantID, ai.OpSegmentDraft), a.AI, seg.Description, hints, in.PreviousError)
 	switch {
 	case errors.Is(err, draft.ErrNotUnderstood), errors.Is(err, draft.ErrNoJSON):
 		return DraftResult{Invalid: err.Error()}, nil

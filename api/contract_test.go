@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cohort-dev/cohort/internal/aispend"
 )
 
 // openAPIDoc is the part of openapi.yaml the tests read.
@@ -92,6 +94,9 @@ func (d openAPIDoc) schemes(op openAPIOp) []string {
 // optional route groups, such as Ingest) to a zero value, so that the server registers every route
 // it can. Only registration and the authentication in front of handlers run against these.
 func allRouteGroups(d *Deps) {
+	if d.Spend == nil {
+		d.Spend = &aispend.Service{} // registers GET /api/usage/
+	}
 	v := reflect.ValueOf(d).Elem()
 	pkg := v.Type().PkgPath()
 	for i := range v.NumField() {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/design"
 	"github.com/cohort-dev/cohort/internal/errs"
 )
@@ -25,7 +26,7 @@ func (s *Server) designRoutes(a *gin.RouterGroup) {
 	g.GET("/design-system/", auth, s.getDesignSystem)
 	g.PUT("/design-system/", auth, s.putDesignSystem)
 	s.setBodyLimit(http.MethodPut, "/api/ai-pages/design-system/", maxDesignBody)
-	g.POST("/design-system/extract/", auth, s.extractDesignSystem)
+	g.POST("/design-system/extract/", auth, s.spend(ai.OpDesignExtract), s.extractDesignSystem)
 }
 
 func (s *Server) designStore(c *gin.Context) (*design.Store, bool) {

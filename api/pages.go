@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/page"
 	"github.com/cohort-dev/cohort/internal/pagebuild"
@@ -38,16 +39,16 @@ func (s *Server) pageRoutes(a *gin.RouterGroup) {
 
 	g.GET("/pages/", auth, s.listPages)
 	g.POST("/pages/", auth, s.createPage)
-	g.POST("/pages/bulk-generate/", auth, s.bulkGeneratePages)
+	g.POST("/pages/bulk-generate/", auth, s.spend(ai.OpPageCopy), s.bulkGeneratePages)
 	g.GET("/pages/:id/", auth, s.getPage)
 	g.PATCH("/pages/:id/", auth, s.patchPage)
 	s.setBodyLimit(http.MethodPatch, "/api/ai-pages/pages/:id/", maxPageBody)
 	g.DELETE("/pages/:id/", auth, s.deletePage)
-	g.POST("/pages/:id/regenerate/", auth, s.regeneratePage)
+	g.POST("/pages/:id/regenerate/", auth, s.spend(ai.OpPageCopy), s.regeneratePage)
 	g.GET("/pages/:id/versions/", auth, s.listPageVersions)
 	g.GET("/pages/:id/versions/:n/", auth, s.getPageVersion)
 	g.POST("/pages/:id/versions/:n/restore/", auth, s.restorePageVersion)
-	g.POST("/pages/:id/build/", auth, s.buildPage)
+	g.POST("/pages/:id/build/", auth, s.spend(ai.OpBuild), s.buildPage)
 	s.setBodyLimit(http.MethodPost, "/api/ai-pages/pages/:id/build/", maxBuildBody)
 	g.GET("/pages/:id/builds/", auth, s.listPageBuilds)
 
@@ -116,6 +117,9 @@ func (s *Server) createPage(c *gin.Context) {
 	var in page.CreateInput
 	if err := bindStrictJSON(c, &in); err != nil {
 		abort(c, err)
+		return
+	}
+	if in.TemplateID == nil && !s.allowSpend(c, ai.OpPageCopy) { // a template's page generates nothing
 		return
 	}
 	out, err := s.d.Pages.Service.CreatePage(c.Request.Context(), mustCredential(c).TenantID, in)

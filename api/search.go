@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/search"
@@ -18,7 +19,7 @@ type SearchDeps struct {
 }
 
 func (s *Server) searchRoutes(a *gin.RouterGroup) {
-	a.GET("/ai-pages/query", s.require(policyPages), s.searchProducts)
+	a.GET("/ai-pages/query", s.require(policyPages), s.meterAs(ai.OpSearch), s.searchProducts)
 }
 
 // searchProducts: GET /api/ai-pages/query?q=&limit=&segment_id=. Parameters that are not

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/blob"
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/ident"
@@ -45,7 +46,7 @@ func (s *Server) segmentRoutes(a *gin.RouterGroup) {
 	g.POST("/:id/export/", bearer, s.startSegmentExport)
 	g.GET("/:id/export/", bearer, s.segmentExportStatus)
 	g.GET("/:id/versions/", bearer, s.segmentVersions)
-	g.POST("/:id/draft/", bearer, s.draftSegment)
+	g.POST("/:id/draft/", bearer, s.spend(ai.OpSegmentDraft), s.draftSegment)
 }
 
 // pathID reads a positive integer path parameter; anything else is a 404 (no such resource).

@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cohort-dev/cohort/internal/aispend"
 	"github.com/cohort-dev/cohort/internal/auth"
 	"github.com/cohort-dev/cohort/internal/blob"
 	"github.com/cohort-dev/cohort/internal/metrics"
@@ -72,6 +73,9 @@ type Deps struct {
 	// ServeMetrics serves the registry at /metrics on this router: only cohort dev without
 	// COHORT_METRICS_ADDR (and tests) do; serve leaves /metrics to the metrics listener.
 	ServeMetrics bool
+	// Spend limits and meters the endpoints that spend model tokens (usage.go) and serves
+	// GET /api/usage/; nil: no limit, and the usage route is not registered.
+	Spend *aispend.Service
 	// Metrics records searches and public page reads (nil: not recorded).
 	Metrics      *metrics.Metrics
 	MaxBodyBytes int64
@@ -177,6 +181,9 @@ func (s *Server) routes() {
 	}
 	if s.d.Pages != nil {
 		s.pageRoutes(a)
+	}
+	if s.d.Spend != nil {
+		s.usageRoutes(a)
 	}
 	if s.d.Design != nil {
 		s.designRoutes(a)

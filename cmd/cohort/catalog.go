@@ -39,14 +39,19 @@ func (c *core) openCatalog(st *workflows.Starter) *catalogParts {
 	}
 }
 
-// openAI builds the LLM and embedding provider from the config. A role builds it once and
-// passes it to what needs it.
+// openAI builds the LLM and embedding provider from the config, metered by the core's spend
+// service (wire_aispend.go). A role builds it once and passes it to what needs it.
 func (c *core) openAI() (ai.Provider, error) {
-	return ai.New(ai.Config{
+	p, err := ai.New(ai.Config{
 		Provider: c.cfg.AI.Provider, BaseURL: c.cfg.AI.BaseURL, APIKey: c.cfg.AI.APIKey,
 		ChatModel: c.cfg.AI.ChatModel, EmbeddingModel: c.cfg.AI.EmbeddingModel, Dimensions: c.cfg.AI.Dimensions,
 		Metrics: c.aiMetrics,
+		Timeout: c.cfg.AI.Timeout,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return c.meteredAI(p), nil
 }
 
 // catalogAPI builds the /api/pim/ endpoints' dependencies.

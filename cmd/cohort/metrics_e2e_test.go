@@ -68,6 +68,8 @@ func TestMetricsAfterPipelines(t *testing.T) {
 		{"cohort_activation_users_pushed_total", map[string]string{"platform": "talon_one", "operation": "add"}, float64(run.Added)},
 		{"cohort_activation_sync_duration_seconds", map[string]string{"platform": "talon_one"}, 1},
 		{"cohort_search_requests_total", nil, 1},
+		// The search's query embedding, metered by the process's provider (dev: the local one).
+		{"cohort_ai_calls_total", map[string]string{"operation": "search", "outcome": "ok"}, 1},
 		{"cohort_http_request_duration_seconds", nil, 1},
 		{"temporal_request_total", nil, 1},
 		{"temporal_workflow_completed_total", nil, 1},

@@ -11,9 +11,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/cohort-dev/cohort/internal/aispend"
 	"github.com/cohort-dev/cohort/internal/config"
 	"github.com/cohort-dev/cohort/internal/devstack"
 	"github.com/cohort-dev/cohort/internal/keycheck"
@@ -48,6 +50,8 @@ var tenantCommands = []struct{ name, usage string }{
   set --slug S --allowed-origins https://a.example,https://b.example
                                           browser origins whose pages may read answers to pk_/session
                                           requests (CORS); --allowed-origins '' allows any origin (default)
+  set --slug S --ai-budget N|none         monthly model token budget (UTC calendar month); beyond it builds,
+                                          generation, extraction and drafts answer 403 ai_budget_exceeded
 `},
 }
 
@@ -95,6 +99,7 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 	requireSig := fs.String("require-signed-user-id", "", "true or false")
 	pageLimit := fs.Int("page-limit", -1, "AI landing pages the tenant may hold")
 	allowedOrigins := fs.String("allowed-origins", "", "comma-separated browser origins; empty: any")
+	aiBudget := fs.String("ai-budget", "", "monthly model token budget, or none")
 	rotateWebhook := fs.Bool("webhook", false, "rotate-secrets: replace the webhook secret")
 	rotateIdentity := fs.Bool("identity", false, "rotate-secrets: replace the identity secret")
 	if err := fs.Parse(rest); err != nil {
@@ -194,8 +199,17 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 	case "set":
 		setPageLimit := pageLimitSet(fs)
 		setOrigins := flagSet(fs, "allowed-origins")
-		if *requireSig == "" && !setPageLimit && !setOrigins {
-			return fmt.Errorf("%w: --require-signed-user-id=true|false, --page-limit N or --allowed-origins O,... is required", errUsage)
+		setBudget := flagSet(fs, "ai-budget")
+		if *requireSig == "" && !setPageLimit && !setOrigins && !setBudget {
+			return fmt.Errorf("%w: --require-signed-user-id=true|false, --page-limit N, --allowed-origins O,... or --ai-budget N|none is required", errUsage)
+		}
+		var budget *int64
+		if setBudget && *aiBudget != "none" {
+			n, err := strconv.ParseInt(*aiBudget, 10, 64)
+			if err != nil || n < 0 || n > aispend.MaxBudget {
+				return fmt.Errorf("%w: --ai-budget must be a number of tokens from 0 to %d, or none", errUsage, aispend.MaxBudget)
+			}
+			budget = &n
 		}
 		if *requireSig != "" && *requireSig != "true" && *requireSig != "false" {
 			return fmt.Errorf("%w: --require-signed-user-id must be true or false", errUsage)
@@ -215,6 +229,12 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 				return err
 			}
 			res["page_limit"] = *pageLimit
+		}
+		if setBudget {
+			if err := c.spend.SetBudget(ctx, *slug, budget); err != nil {
+				return err
+			}
+			res["ai_budget"] = budget
 		}
 		if setOrigins {
 			var list []string

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cohort-dev/cohort/api"
 	"github.com/cohort-dev/cohort/internal/ai"
+	"github.com/cohort-dev/cohort/internal/aispend"
 	"github.com/cohort-dev/cohort/internal/auth"
 	"github.com/cohort-dev/cohort/internal/blob"
 	"github.com/cohort-dev/cohort/internal/config"
@@ -64,6 +65,8 @@ type core struct {
 	metrics      *metrics.Metrics
 	aiMetrics    *ai.Metrics // the AI provider's calls, shared by every provider the role builds
 	metricsOnAPI bool        // serve /metrics on the API port (dev without a metrics listener)
+	// spend limits and meters the tenants' model tokens (wire_aispend.go).
+	spend *aispend.Service
 }
 
 type coreOptions struct {
@@ -112,6 +115,9 @@ func openCore(ctx context.Context, cfg *config.Config, logger *slog.Logger, o co
 		return nil, err
 	}
 	c.tenants = tenant.NewService(db.Gorm, c.box, time.Now)
+	if c.spend, err = c.openSpend(); err != nil {
+		return nil, err
+	}
 	// Tokens signed and secrets sealed under another key than the database was set up with would
 	// be refused or unreadable later: every role stops here instead.
 	pending, err := keycheck.CheckRotating(ctx, db.Gorm, cfg.SecretKey, cfg.PreviousSecretKeys, c.tenants, secretKeySource(cfg))
@@ -202,6 +208,7 @@ func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsD
 		Origins:      c.tenants,
 		Registry:     c.reg,
 		Metrics:      c.metrics,
+		Spend:        c.spend,
 		ServeMetrics: c.metricsOnAPI,
 		SDK:          &api.SDKBundle{Version: sdkjs.Version(), Script: sdkjs.Bundle()},
 		LocalBlob:    c.localBlob,

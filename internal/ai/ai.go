@@ -135,8 +135,15 @@ type Config struct {
 	Dimensions                int          // local default 384; openai: sent as `dimensions` when > 0
 	EmbedBatchSize            int          // texts per embeddings call, default 256
 	HTTPClient                *http.Client // optional
-	Timeout                   time.Duration
-	Metrics                   *Metrics // optional: the openai provider records its calls there
+	// Timeout (OPENAI_TIMEOUT, default 30 s) bounds each call: a whole embeddings or chat call,
+	// and a streamed chat only while it is silent (the deadline moves with every chunk).
+	Timeout time.Duration
+	// BreakerFailures consecutive unavailable chat calls open the chat circuit breaker (default
+	// 5) for BreakerCooldown (default 30 s); Now is its clock (default time.Now).
+	BreakerFailures int
+	BreakerCooldown time.Duration
+	Now             func() time.Time
+	Metrics         *Metrics // optional: the openai provider records its calls there
 }
 
 // New builds the provider named by cfg.Provider.

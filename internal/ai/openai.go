@@ -28,6 +28,7 @@ type OpenAI struct {
 	batchSize      int
 	timeout        time.Duration
 	metrics        *Metrics // nil: none
+	chatBreaker    *breaker
 }
 
 var _ Provider = (*OpenAI)(nil)
@@ -75,6 +76,19 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 	if p.timeout == 0 {
 		p.timeout = DefaultTimeout
 	}
+	if cfg.BreakerFailures < 0 || cfg.BreakerCooldown < 0 {
+		return nil, fmt.Errorf("openai chat breaker: failures %d and cooldown %s must not be negative", cfg.BreakerFailures, cfg.BreakerCooldown)
+	}
+	p.chatBreaker = &breaker{now: cfg.Now, threshold: cfg.BreakerFailures, cooldown: cfg.BreakerCooldown}
+	if p.chatBreaker.now == nil {
+		p.chatBreaker.now = time.Now
+	}
+	if p.chatBreaker.threshold == 0 {
+		p.chatBreaker.threshold = DefaultBreakerFailures
+	}
+	if p.chatBreaker.cooldown == 0 {
+		p.chatBreaker.cooldown = DefaultBreakerCooldown
+	}
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}
@@ -112,9 +126,17 @@ func (p *OpenAI) Dimensions() int {
 // Embed embeds texts in batches of at most EmbedBatchSize per HTTP call. Empty (whitespace-only)
 // texts are not sent (the API rejects them) and come back as zero vectors.
 func (p *OpenAI) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	vecs, _, err := p.EmbedUsage(ctx, texts)
+	return vecs, err
+}
+
+// EmbedUsage is Embed that also returns the tokens the server reported (usage.prompt_tokens,
+// summed over the batches), including those of batches made before a failing one.
+func (p *OpenAI) EmbedUsage(ctx context.Context, texts []string) ([][]float32, Usage, error) {
 	out := make([][]float32, len(texts))
+	var usage Usage
 	if len(texts) == 0 {
-		return out, nil
+		return out, usage, nil
 	}
 	var (
 		batch    []string
@@ -125,7 +147,8 @@ func (p *OpenAI) Embed(ctx context.Context, texts []string) ([][]float32, error)
 		if len(batch) == 0 {
 			return nil
 		}
-		vecs, err := p.embedBatch(ctx, batch)
+		vecs, tokens, err := p.embedBatch(ctx, batch)
+		usage.PromptTokens += tokens
 		if err != nil {
 			return err
 		}
@@ -149,16 +172,16 @@ func (p *OpenAI) Embed(ctx context.Context, texts []string) ([][]float32, error)
 		batchIdx = append(batchIdx, i)
 		if len(batch) == p.batchSize {
 			if err := flush(); err != nil {
-				return nil, err
+				return nil, usage, err
 			}
 		}
 	}
 	if err := flush(); err != nil {
-		return nil, err
+		return nil, usage, err
 	}
 	if dims > 0 {
 		if p.dimensions > 0 && dims != p.dimensions {
-			return nil, fmt.Errorf("openai embed: model %s returned %d dimensions, configured %d (does the server support the dimensions parameter?)",
+			return nil, usage, fmt.Errorf("openai embed: model %s returned %d dimensions, configured %d (does the server support the dimensions parameter?)",
 				p.embeddingModel, dims, p.dimensions)
 		}
 		p.learnedDims.Store(int64(dims))
@@ -170,10 +193,12 @@ func (p *OpenAI) Embed(ctx context.Context, texts []string) ([][]float32, error)
 			out[i] = make([]float32, dims)
 		}
 	}
-	return out, nil
+	return out, usage, nil
 }
 
-func (p *OpenAI) embedBatch(parent context.Context, batch []string) (_ [][]float32, err error) {
+// embedBatch makes one embeddings call; tokens is the server's usage.prompt_tokens (also when the
+// answer is malformed: it was paid for).
+func (p *OpenAI) embedBatch(parent context.Context, batch []string) (_ [][]float32, tokens int, err error) {
 	defer func(start time.Time) { p.metrics.observe(ProviderOpenAI, OpEmbed, start, err) }(time.Now())
 	ctx, cancel := context.WithTimeout(parent, p.timeout)
 	defer cancel()
@@ -187,34 +212,45 @@ func (p *OpenAI) embedBatch(parent context.Context, batch []string) (_ [][]float
 		Dimensions: p.dimensions,
 	})
 	if err != nil {
-		return nil, p.mapErr(parent, "embed", err, meta)
+		return nil, 0, p.mapErr(parent, "embed", err, meta)
 	}
+	tokens = resp.Usage.PromptTokens
 	if len(resp.Data) != len(batch) {
-		return nil, &ProviderError{Provider: ProviderOpenAI, Op: "embed", Kind: ErrUnavailable,
+		return nil, tokens, &ProviderError{Provider: ProviderOpenAI, Op: "embed", Kind: ErrUnavailable,
 			Message: fmt.Sprintf("malformed response: %d embeddings for %d inputs", len(resp.Data), len(batch))}
 	}
 	vecs := make([][]float32, len(batch))
 	for _, d := range resp.Data {
 		if d.Index < 0 || d.Index >= len(batch) || vecs[d.Index] != nil {
-			return nil, &ProviderError{Provider: ProviderOpenAI, Op: "embed", Kind: ErrUnavailable,
+			return nil, tokens, &ProviderError{Provider: ProviderOpenAI, Op: "embed", Kind: ErrUnavailable,
 				Message: fmt.Sprintf("malformed response: bad or duplicate embedding index %d", d.Index)}
 		}
 		if len(d.Embedding) == 0 {
-			return nil, &ProviderError{Provider: ProviderOpenAI, Op: "embed", Kind: ErrUnavailable,
+			return nil, tokens, &ProviderError{Provider: ProviderOpenAI, Op: "embed", Kind: ErrUnavailable,
 				Message: fmt.Sprintf("malformed response: empty embedding at index %d", d.Index)}
 		}
 		vecs[d.Index] = normalize(d.Embedding)
 	}
-	return vecs, nil
+	return vecs, tokens, nil
 }
 
-// Chat runs one non-streaming chat completion.
+// errBreakerOpen is the answer of a chat call while the breaker is open.
+func (p *OpenAI) errBreakerOpen(op string) error {
+	return &ProviderError{Provider: ProviderOpenAI, Op: op, Kind: ErrUnavailable,
+		Message: fmt.Sprintf("circuit open after %d consecutive failures; the next call is tried within %s", p.chatBreaker.threshold, p.chatBreaker.cooldown)}
+}
+
+// Chat runs one non-streaming chat completion within Config.Timeout, through the chat breaker.
 func (p *OpenAI) Chat(parent context.Context, req ChatRequest) (_ ChatResponse, err error) {
 	creq, err := p.chatRequest(req)
 	if err != nil {
 		return ChatResponse{}, err
 	}
 	defer func(start time.Time) { p.metrics.observe(ProviderOpenAI, OpChat, start, err) }(time.Now())
+	if !p.chatBreaker.allow() {
+		return ChatResponse{}, p.errBreakerOpen("chat")
+	}
+	defer func() { p.chatBreaker.settle(err) }()
 	ctx, cancel := context.WithTimeout(parent, p.timeout)
 	defer cancel()
 	meta := &respMeta{}
@@ -249,9 +285,15 @@ func (p *OpenAI) Chat(parent context.Context, req ChatRequest) (_ ChatResponse, 
 	return out, nil
 }
 
+// errStreamIdle is the cause of a stream's context when it stayed silent for Config.Timeout.
+// It matches context.DeadlineExceeded, as the deadline of a non-streamed call does.
+var errStreamIdle = fmt.Errorf("stream idle: %w", context.DeadlineExceeded)
+
 // ChatStream runs one streaming chat completion. Content deltas are passed to fn as they arrive;
 // tool calls, whose arguments arrive in fragments, are assembled by index and passed to fn once
-// complete (when the choice finishes). Config.Timeout bounds the whole stream.
+// complete (when the choice finishes). Config.Timeout bounds the wait for the answer to start and
+// then each silence between chunks, not the whole stream: a long answer that keeps coming is
+// never cut. Calls go through the chat breaker.
 func (p *OpenAI) ChatStream(parent context.Context, req ChatRequest, fn func(StreamEvent) error) (_ ChatResponse, err error) {
 	creq, err := p.chatRequest(req)
 	if err != nil {
@@ -260,14 +302,23 @@ func (p *OpenAI) ChatStream(parent context.Context, req ChatRequest, fn func(Str
 	defer func(start time.Time) { p.metrics.observe(ProviderOpenAI, OpChatStream, start, err) }(time.Now())
 	creq.Stream = true
 	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	if fn == nil {
+		fn = func(StreamEvent) error { return nil }
+	}
+	if !p.chatBreaker.allow() {
+		return ChatResponse{}, p.errBreakerOpen("chat stream")
+	}
+	defer func() { p.chatBreaker.settle(err) }()
 
-	ctx, cancel := context.WithTimeout(parent, p.timeout)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	idle := time.AfterFunc(p.timeout, func() { cancel(errStreamIdle) })
+	defer idle.Stop()
 	meta := &respMeta{}
 	ctx = context.WithValue(ctx, respMetaKey{}, meta)
 	stream, err := p.client.CreateChatCompletionStream(ctx, creq)
 	if err != nil {
-		return ChatResponse{}, p.mapErr(parent, "chat stream", err, meta)
+		return ChatResponse{}, p.mapStreamErr(parent, ctx, err, meta)
 	}
 	defer stream.Close()
 
@@ -302,8 +353,13 @@ func (p *OpenAI) ChatStream(parent context.Context, req ChatRequest, fn func(Str
 			break
 		}
 		if err != nil {
-			return ChatResponse{}, p.mapErr(parent, "chat stream", err, meta)
+			return ChatResponse{}, p.mapStreamErr(parent, ctx, err, meta)
 		}
+		if !idle.Stop() {
+			// The deadline fired while the chunk arrived: the context is cancelled.
+			return ChatResponse{}, p.mapStreamErr(parent, ctx, context.Cause(ctx), meta)
+		}
+		idle.Reset(p.timeout)
 		if chunk.Usage != nil {
 			out.Usage = Usage{PromptTokens: chunk.Usage.PromptTokens, CompletionTokens: chunk.Usage.CompletionTokens}
 		}
@@ -349,6 +405,15 @@ func (p *OpenAI) ChatStream(parent context.Context, req ChatRequest, fn func(Str
 	}
 	out.Content = content.String()
 	return out, nil
+}
+
+// mapStreamErr is mapErr for a stream, whose silence beyond Config.Timeout is said as such.
+func (p *OpenAI) mapStreamErr(parent, ctx context.Context, err error, meta *respMeta) error {
+	if parent.Err() == nil && errors.Is(context.Cause(ctx), errStreamIdle) {
+		return &ProviderError{Provider: ProviderOpenAI, Op: "chat stream", Kind: ErrUnavailable,
+			Message: fmt.Sprintf("the stream was silent for %s", p.timeout), cause: errStreamIdle}
+	}
+	return p.mapErr(parent, "chat stream", err, meta)
 }
 
 // reasoningModel reports whether model belongs to a family that takes max_completion_tokens and

@@ -180,6 +180,13 @@ type AIConfig struct {
 	ChatModel      string // OPENAI_CHAT_MODEL
 	EmbeddingModel string // OPENAI_EMBEDDING_MODEL
 	Dimensions     int    // OPENAI_EMBEDDING_DIMENSIONS
+	// Timeout bounds each provider call, and a streamed answer only while it is silent
+	// (OPENAI_TIMEOUT, default 30 s).
+	Timeout time.Duration
+	// RateLimit AI requests (builds, extraction, generation, drafts) per tenant per RateWindow,
+	// shared by every replica (COHORT_AI_RATE_LIMIT, default 60; COHORT_AI_RATE_WINDOW, 1m).
+	RateLimit  int
+	RateWindow time.Duration
 	// PageEmbeddingWait bounds how long a page generation waits for the queued embeddings of the
 	// products its query could match (COHORT_PAGE_EMBEDDING_WAIT; 0: activities.DefaultEmbeddingWait).
 	PageEmbeddingWait time.Duration
@@ -262,6 +269,9 @@ func Load(env Getenv) (*Config, error) {
 			ChatModel:         r.str("OPENAI_CHAT_MODEL", ""),
 			EmbeddingModel:    r.str("OPENAI_EMBEDDING_MODEL", ""),
 			Dimensions:        r.integer("OPENAI_EMBEDDING_DIMENSIONS", 0),
+			Timeout:           r.duration("OPENAI_TIMEOUT", 30*time.Second),
+			RateLimit:         r.integer("COHORT_AI_RATE_LIMIT", 60),
+			RateWindow:        r.duration("COHORT_AI_RATE_WINDOW", time.Minute),
 			PageEmbeddingWait: r.duration("COHORT_PAGE_EMBEDDING_WAIT", 0),
 		},
 		JWT: JWTConfig{
@@ -414,6 +424,12 @@ func (c *Config) Validate(role Role) error {
 	case "local", "openai":
 	default:
 		bad = append(bad, fmt.Errorf("COHORT_AI_PROVIDER must be local or openai, got %q", c.AI.Provider))
+	}
+	if c.AI.Timeout <= 0 {
+		bad = append(bad, errors.New("OPENAI_TIMEOUT must be positive"))
+	}
+	if c.AI.RateLimit < 1 || c.AI.RateLimit > 10_000 || c.AI.RateWindow <= 0 {
+		bad = append(bad, errors.New("COHORT_AI_RATE_LIMIT must be from 1 to 10000 per positive COHORT_AI_RATE_WINDOW"))
 	}
 	if (c.Temporal.TLSCertFile == "") != (c.Temporal.TLSKeyFile == "") {
 		bad = append(bad, errors.New("TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together"))

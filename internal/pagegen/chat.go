@@ -35,7 +35,10 @@ func (g *Generator) chatCopy(ctx context.Context, req Request) (Copy, error) {
 	msgs := []ai.Message{{Role: ai.RoleSystem, Content: system}, {Role: ai.RoleUser, Content: user}}
 	var last string
 	for attempt := 1; attempt <= MaxAttempts; attempt++ {
-		resp, err := g.provider.Chat(ctx, ai.ChatRequest{Messages: msgs, JSONMode: true, MaxTokens: chatMaxTokens})
+		// Streamed: the provider's deadline (OPENAI_TIMEOUT) then bounds each silence, not the
+		// whole answer, so a long page that keeps coming is not cut off and paid for again.
+		resp, err := g.provider.ChatStream(ctx, ai.ChatRequest{Messages: msgs, JSONMode: true, MaxTokens: chatMaxTokens},
+			func(ai.StreamEvent) error { return nil })
 		if err != nil {
 			return Copy{}, fmt.Errorf("page copy: %w", err)
 		}

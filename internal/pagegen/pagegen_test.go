@@ -211,6 +211,7 @@ type chatRequest struct {
 	ResponseFormat *struct {
 		Type string `json:"type"`
 	} `json:"response_format"`
+	Stream bool `json:"stream"`
 }
 
 func (f *fakeChat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -229,6 +230,22 @@ func (f *fakeChat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	status := f.status
 	answer := f.answers[min(n, len(f.answers))-1]
 	f.mu.Unlock()
+	if req.Stream && status == 0 {
+		// The answer in three content deltas, then the finish and the usage chunk.
+		w.Header().Set("Content-Type", "text/event-stream")
+		third := len(answer) / 3
+		chunk := func(delta map[string]any, finish any) {
+			b, _ := json.Marshal(map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000, "model": "gpt-test",
+				"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
+			_, _ = w.Write([]byte("data: " + string(b) + "\n\n"))
+		}
+		for _, part := range []string{answer[:third], answer[third : 2*third], answer[2*third:]} {
+			chunk(map[string]any{"content": part}, nil)
+		}
+		chunk(map[string]any{}, "stop")
+		_, _ = w.Write([]byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-test","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":10,"total_tokens":20}}` + "\n\ndata: [DONE]\n\n"))
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	if status != 0 {
 		w.Header().Set("Retry-After", "3")
@@ -298,6 +315,9 @@ func TestChatCopyRetriesWithTheErrorFedBack(t *testing.T) {
 	reqs := f.recorded()
 	if len(reqs) != 2 {
 		t.Fatalf("%d chat requests, want 2", len(reqs))
+	}
+	if !reqs[0].Stream || !reqs[1].Stream {
+		t.Errorf("page copy was not streamed (so OPENAI_TIMEOUT would cap the whole answer)")
 	}
 	first := reqs[0]
 	if first.ResponseFormat == nil || first.ResponseFormat.Type != "json_object" {
