@@ -323,6 +323,7 @@ func (p *outageProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Model      string   `json:"model"`
 		Input      []string `json:"input"`
 		Dimensions int      `json:"dimensions"`
+		Stream     bool     `json:"stream"`
 		Messages   []struct {
 			Role    string `json:"role"`
 			Content string `json:"content"`
@@ -371,6 +372,20 @@ func (p *outageProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		content, _ := json.Marshal(map[string]any{"intro_copy": c.IntroCopy, "blocks": c.Blocks})
+		if body.Stream { // page copy streams: one content chunk, the finish, the usage, [DONE]
+			w.Header().Set("Content-Type", "text/event-stream")
+			for _, chunk := range []map[string]any{
+				{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": string(content)}}}},
+				{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": "stop"}}},
+				{"choices": []any{}, "usage": map[string]int{"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}},
+			} {
+				chunk["id"], chunk["object"], chunk["created"], chunk["model"] = "chatcmpl-1", "chat.completion.chunk", 1700000000, body.Model
+				raw, _ := json.Marshal(chunk)
+				_, _ = fmt.Fprintf(w, "data: %s\n\n", raw)
+			}
+			_, _ = io.WriteString(w, "data: [DONE]\n\n")
+			return
+		}
 		out = map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000, "model": body.Model,
 			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": string(content)}, "finish_reason": "stop"}},
 			"usage":   map[string]int{"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}}
@@ -523,8 +538,8 @@ func TestRunbookAIProviderOutage(t *testing.T) {
 		{"cohort_page_generations_total", map[string]string{"outcome": "ok"}, 2},
 		{"cohort_search_unavailable_total", map[string]string{"reason": "embedding_unavailable"}, 1},
 		{"cohort_ai_requests_total", map[string]string{"operation": ai.OpEmbed, "outcome": ai.OutcomeOK}, 2},
-		{"cohort_ai_requests_total", map[string]string{"operation": ai.OpChat, "outcome": ai.OutcomeOK}, 2},
-		{"cohort_ai_request_duration_seconds", map[string]string{"operation": ai.OpChat}, 2},
+		{"cohort_ai_requests_total", map[string]string{"operation": ai.OpChatStream, "outcome": ai.OutcomeOK}, 2}, // page copy streams
+		{"cohort_ai_request_duration_seconds", map[string]string{"operation": ai.OpChatStream}, 2},
 	} {
 		if got := value(fams, c.name, c.labels); got < c.min {
 			t.Errorf("%s%v = %v, want at least %v", c.name, c.labels, got, c.min)
