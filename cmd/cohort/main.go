@@ -108,6 +108,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch cmd {
 	case "dev", "serve", "worker":
+		// Say which signal began the stop; each part then logs what it finished.
+		go func() {
+			<-ctx.Done()
+			// A signal's cause says which; the deferred stop's is plain context.Canceled.
+			if cause := context.Cause(ctx); cause != nil && cause.Error() != context.Canceled.Error() {
+				logger.Info("signal received: stopping", "command", cmd, "signal", cause.Error())
+			}
+		}()
+	}
+	switch cmd {
+	case "dev", "serve", "worker":
 		// OpenTelemetry tracing: exported over OTLP when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is
 		// set, otherwise off; spans still buffered are flushed on the way out.
 		shutdown, terr := telemetry.Setup(ctx, cfg.Telemetry, telemetry.Service{Version: api.Version, Role: cmd, Logger: logger})
