@@ -213,7 +213,14 @@ func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsD
 // membership cache runs until ctx ends. cat is the role's catalogue (openCatalog), st its one
 // workflow starter (starter).
 func (c *core) newAPI(ctx context.Context, in *ingestion, segs *segments, cat *catalogParts, st *workflows.Starter, srch *search.Service) *api.Server {
-	ready := []api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, st.Client) }}}
+	// Without Cohort's search attributes every workflow start fails: say so at start, and keep
+	// /readyz unavailable (with the command that fixes it) until they exist.
+	attrs := tclient.NewSearchAttributes(st.Client, c.cfg.Temporal.Namespace, c.log)
+	attrs.Startup(ctx)
+	ready := []api.ReadyCheck{
+		{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, st.Client) }},
+		{Name: "temporal_search_attributes", Check: attrs.Check},
+	}
 	d := c.apiDeps(ready, in, c.segmentsAPI(ctx, segs, st), c.activationsAPI(st))
 	d.Catalog = c.catalogAPI(cat)
 	d.ProductSegments = c.productSegmentsAPI(cat)
