@@ -71,7 +71,18 @@ func (w *Worker) Run(ctx context.Context) error {
 		if err := tw.Start(); err != nil {
 			return fmt.Errorf("start temporal worker: %w", err)
 		}
-		defer w.stopTemporal(tw, tr)
+		// The stop begins as soon as ctx ends, beside the consumers' own, so that the loader's
+		// last batch does not eat into the activities' stop timeout.
+		stopped := make(chan struct{})
+		go func() {
+			<-ctx.Done()
+			w.stopTemporal(tw, tr)
+			close(stopped)
+		}()
+		defer func() {
+			cancel()
+			<-stopped
+		}()
 		w.d.Logger.Info("temporal worker started", "task_queue", w.d.TaskQueue, "stop_timeout", w.d.StopTimeout.String())
 	} else {
 		w.d.Logger.Info("no workflows registered; temporal worker not started", "task_queue", w.d.TaskQueue)
