@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -23,11 +24,21 @@ func (s *Server) healthz(c *gin.Context) {
 
 type readyResponse struct {
 	Status string            `json:"status"` // ok | unavailable
-	Checks map[string]string `json:"checks"` // dependency -> ok | error text
+	Checks map[string]string `json:"checks"` // dependency -> ok | unavailable | timeout
+	// Hints say what an operator does about a failed check whose error offers one (Hint).
+	Hints map[string]string `json:"hints,omitempty"`
 }
 
-// readyz is readiness: every dependency (Postgres, Temporal, ...) answers within 2 s. A check
-// that has not answered by then counts as unavailable; details go to the log, not the response.
+// readyHint is a readiness error that tells the operator what to do (a missing setup step),
+// shown in /readyz's hints: it must name no secret.
+type readyHint interface {
+	error
+	Hint() string
+}
+
+// readyz is readiness: every dependency (Postgres, Temporal, Temporal's search attributes, ...)
+// answers within 2 s. A check that has not answered by then counts as unavailable; details go to
+// the log, not the response, but for a hint of what to do (readyHint).
 func (s *Server) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 	defer cancel()
@@ -48,6 +59,12 @@ func (s *Server) readyz(c *gin.Context) {
 			if r.err != nil {
 				resp.Checks[r.name] = "unavailable"
 				s.d.Logger.Warn("readiness check failed", "check", r.name, "error", r.err)
+				if h, ok := errors.AsType[readyHint](r.err); ok {
+					if resp.Hints == nil {
+						resp.Hints = map[string]string{}
+					}
+					resp.Hints[r.name] = h.Hint()
+				}
 			}
 		case <-ctx.Done():
 		}

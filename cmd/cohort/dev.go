@@ -33,8 +33,13 @@ const (
 // 502-520 MB, with no fewer events stored per second.
 const devMemoryLimit = 340 << 20
 
-// devShutdownBudget is how long cohort dev takes to stop everything after the HTTP server has.
+// devShutdownBudget is how long cohort dev takes to stop everything after the HTTP server has,
+// beyond the worker's stop timeout.
 const devShutdownBudget = 10 * time.Second
+
+// devWorkerStopTimeout is the worker's stop timeout in cohort dev unless
+// COHORT_WORKER_STOP_TIMEOUT is set: Ctrl-C on a laptop should not wait for a pod's grace period.
+const devWorkerStopTimeout = 5 * time.Second
 
 // runDev runs the whole service in one process on embedded defaults.
 func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout io.Writer) error {
@@ -67,6 +72,10 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 	if cfg.Blob == "gcs" && cfg.GCSBucket == "" {
 		cfg.Blob = "local"
 	}
+	if _, set := os.LookupEnv("COHORT_WORKER_STOP_TIMEOUT"); !set {
+		cfg.WorkerStopTimeout = devWorkerStopTimeout
+	}
+	budget := cfg.WorkerStopTimeout + devShutdownBudget
 
 	// Everything started below is stopped in reverse order, within the shutdown budget.
 	var stops []func()
@@ -80,8 +89,9 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 		}()
 		select {
 		case <-done:
-		case <-time.After(devShutdownBudget):
-			logger.Error("shutdown took longer than 10s; exiting anyway (accepted events not yet stored stay in the bus and are loaded on the next start)")
+		case <-time.After(budget):
+			logger.Error("shutdown took longer than the worker's stop timeout and 10s; exiting anyway (accepted events not yet stored stay in the bus and are loaded on the next start)",
+				"budget", budget.String())
 		}
 	}()
 

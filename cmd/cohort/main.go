@@ -60,7 +60,8 @@ Runs the HTTP API (stateless; run as many as you like) on COHORT_HTTP_ADDR (defa
 COHORT_SECRET_KEY, COHORT_PUBLIC_URL, the event bus (PUBSUB_PROJECT and PUBSUB_TOPIC, or NATS_URL),
 the warehouse (BIGQUERY_PROJECT and BIGQUERY_DATASET, or COHORT_WAREHOUSE=postgres) and the blob
 store (GCS_BUCKET, or COHORT_BLOB_STORE=local), and OPENAI_API_KEY with COHORT_AI_PROVIDER=openai;
-a missing one is named at start. It does not migrate: run cohort migrate first.
+a missing one is named at start. It does not migrate: run cohort migrate first. On SIGTERM it
+stops accepting and lets requests in flight finish within COHORT_SHUTDOWN_TIMEOUT (default 8s).
 `
 
 const workerUsage = `usage: cohort worker
@@ -69,6 +70,8 @@ Runs the Temporal worker (segment computes, activations, catalogue imports, page
 exports) and the event loader, which reads the event bus (Pub/Sub subscription or NATS JetStream
 consumer) into the warehouse. Its probes and /metrics are on COHORT_METRICS_ADDR (default :9090).
 Needs the settings of cohort serve (but COHORT_PUBLIC_URL) and PUBSUB_SUBSCRIPTION with Pub/Sub.
+On SIGTERM it stops polling and lets running activities finish within COHORT_WORKER_STOP_TIMEOUT
+(default 50s; heartbeating ones hand back at once), then closes its client.
 `
 
 const migrateUsage = `usage: cohort migrate
@@ -105,6 +108,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "dev", "serve", "worker", "migrate":
 		logger.Info("cohort starting", "command", cmd, "version", api.Version)
+	}
+	switch cmd {
+	case "dev", "serve", "worker":
+		// Say which signal began the stop; each part then logs what it finished.
+		go func() {
+			<-ctx.Done()
+			// A signal's cause says which; the deferred stop's is plain context.Canceled.
+			if cause := context.Cause(ctx); cause != nil && cause.Error() != context.Canceled.Error() {
+				logger.Info("signal received: stopping", "command", cmd, "signal", cause.Error())
+			}
+		}()
 	}
 	switch cmd {
 	case "dev", "serve", "worker":

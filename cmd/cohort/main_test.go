@@ -132,7 +132,9 @@ func TestProductionRolesNameMissingSettings(t *testing.T) {
 		role string
 		want []string
 	}{
-		{"serve", []string{"DATABASE_URL", "TEMPORAL_ADDRESS", "PUBSUB_PROJECT", "PUBSUB_TOPIC", "COHORT_SECRET_KEY", "BIGQUERY_PROJECT", "GCS_BUCKET", "COHORT_PUBLIC_URL"}},
+		// ... and what replaces the Google Cloud ones off Google Cloud.
+		{"serve", []string{"DATABASE_URL", "TEMPORAL_ADDRESS", "PUBSUB_PROJECT", "PUBSUB_TOPIC", "COHORT_SECRET_KEY", "BIGQUERY_PROJECT", "GCS_BUCKET", "COHORT_PUBLIC_URL",
+			"NATS_URL", "COHORT_WAREHOUSE=postgres", "COHORT_BLOB_STORE=local", "COHORT_DATA_DIR"}},
 		{"worker", []string{"DATABASE_URL", "TEMPORAL_ADDRESS", "PUBSUB_SUBSCRIPTION", "BIGQUERY_DATASET"}},
 		{"migrate", []string{"DATABASE_URL"}},
 	}

@@ -65,6 +65,7 @@ func runWorker(ctx context.Context, cfg *config.Config, logger *slog.Logger) err
 		return err
 	}
 	defer tc.Close()
+	tclient.NewSearchAttributes(tc, cfg.Temporal.Namespace, logger).Startup(ctx)
 	in, err := c.openIngestion(ctx, embeddedBus{})
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/cohort-dev/cohort/api"
@@ -222,7 +223,14 @@ func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsD
 // membership cache runs until ctx ends. cat is the role's catalogue (openCatalog), st its one
 // workflow starter (starter).
 func (c *core) newAPI(ctx context.Context, in *ingestion, segs *segments, cat *catalogParts, st *workflows.Starter, srch *search.Service) *api.Server {
-	ready := []api.ReadyCheck{{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, st.Client) }}}
+	// Without Cohort's search attributes every workflow start fails: say so at start, and keep
+	// /readyz unavailable (with the command that fixes it) until they exist.
+	attrs := tclient.NewSearchAttributes(st.Client, c.cfg.Temporal.Namespace, c.log)
+	attrs.Startup(ctx)
+	ready := []api.ReadyCheck{
+		{Name: "temporal", Check: func(ctx context.Context) error { return tclient.Check(ctx, st.Client) }},
+		{Name: "temporal_search_attributes", Check: attrs.Check},
+	}
 	d := c.apiDeps(ready, in, c.segmentsAPI(ctx, segs, st), c.activationsAPI(st))
 	d.Catalog = c.catalogAPI(cat)
 	d.ProductSegments = c.productSegmentsAPI(cat)
@@ -247,6 +255,13 @@ func serveHTTP(ctx context.Context, addr string, h http.Handler, logger *slog.Lo
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	// In-flight requests, counted so that the drain can say what it finished.
+	var inFlight atomic.Int64
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inFlight.Add(1)
+		defer inFlight.Add(-1)
+		h.ServeHTTP(w, r)
+	})
 	done := make(chan error, 1)
 	go func() {
 		errc := make(chan error, 1)
@@ -257,12 +272,25 @@ func serveHTTP(ctx context.Context, addr string, h http.Handler, logger *slog.Lo
 			return
 		case <-ctx.Done():
 		}
+		start, draining := time.Now(), inFlight.Load()
+		logger.Info("HTTP server draining: no new requests, in-flight ones finish", "addr", ln.Addr().String(),
+			"in_flight", draining, "timeout", grace.String())
 		sctx, cancel := context.WithTimeout(context.Background(), grace)
 		defer cancel()
 		err := srv.Shutdown(sctx)
+		left := inFlight.Load()
+		if err != nil {
+			_ = srv.Close() // past the grace period: cut what is left
+		}
 		if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
 			err = serr
 		}
+		level := slog.LevelInfo
+		if left > 0 {
+			level = slog.LevelWarn
+		}
+		logger.Log(context.Background(), level, "HTTP server stopped", "addr", ln.Addr().String(),
+			"took", time.Since(start).Round(time.Millisecond).String(), "finished", max(draining-left, 0), "cut_off", left)
 		done <- err
 	}()
 	return ln.Addr(), done, nil
@@ -309,5 +337,6 @@ func (c *core) workerDeps(tc client.Client, regs []worker.Registration, consumer
 		Logger:        c.log,
 		Registrations: append([]worker.Registration{worker.Workflows}, regs...),
 		Consumers:     consumers,
+		StopTimeout:   c.cfg.WorkerStopTimeout,
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -111,6 +112,7 @@ spec:
             - name: DATABASE_URL
               valueFrom: {secretKeyRef: {name: missing-secret, key: url}}
             - {name: TEMPORAL_API_KEY_FILE, value: /secrets/temporal-api-key}
+            - {name: COHORT_SHUTDOWN_TIMEOUT, value: 40s}
           volumeMounts: [{name: secrets, mountPath: /secrets}]
           securityContext: {allowPrivilegeEscalation: false}
       volumes:
@@ -168,6 +170,7 @@ spec:
 		"no cloud-sql-proxy sidecar",               // Cloud SQL
 		"num_undelivered_messages",                 // backlog autoscaling
 		"no Gateway",                               // public entry
+		"api: graceful stop does not fit",          // drain longer than the grace period
 	} {
 		if !strings.Contains(problems, want) {
 			t.Errorf("the checks missed %q; they reported:\n%s", want, problems)
@@ -382,8 +385,88 @@ func check(m *manifests, o overlay) []string {
 	p = append(p, checkMigrations(m, o.production)...)
 	p = append(p, checkNetworkPolicy(m)...)
 	p = append(p, checkCustom(m)...)
+	p = append(p, checkGracefulStop(m)...)
 	if o.production {
 		p = append(p, checkProduction(m)...)
+	}
+	return p
+}
+
+// Defaults of the settings a graceful stop takes (internal/config), and what the rest of a stop
+// needs after them (the event loader, closing the clients, flushing traces).
+const (
+	defaultShutdownTimeout   = 8 * time.Second
+	defaultWorkerStopTimeout = 50 * time.Second
+	stopMargin               = 5 * time.Second
+)
+
+// setting is a container's value of an environment variable: its env, else the ConfigMaps of
+// its envFrom, else def.
+func (m *manifests) setting(c corev1.Container, name string, def time.Duration) (time.Duration, error) {
+	v, found := "", false
+	for _, e := range c.Env {
+		if e.Name == name && e.ValueFrom == nil {
+			v, found = e.Value, true
+		}
+	}
+	for _, from := range c.EnvFrom {
+		if found || from.ConfigMapRef == nil {
+			continue
+		}
+		if cm := m.configMaps[from.ConfigMapRef.Name]; cm != nil {
+			v, found = cm.Data[name]
+		}
+	}
+	if !found {
+		return def, nil
+	}
+	return time.ParseDuration(v)
+}
+
+// checkGracefulStop: a Cohort pod's grace period holds its whole stop, so Kubernetes never
+// SIGKILLs work the process would have finished or handed back: the worker's stop timeout
+// (running activities finish), serve's preStop sleep and drain, each plus a margin.
+func checkGracefulStop(m *manifests) []string {
+	var p []string
+	for _, w := range m.workloads() {
+		grace := 30 * time.Second
+		if w.spec.TerminationGracePeriodSeconds != nil {
+			grace = time.Duration(*w.spec.TerminationGracePeriodSeconds) * time.Second
+		}
+		for _, c := range w.spec.Containers {
+			if !isCohort(c.Image) || len(c.Args) == 0 {
+				continue
+			}
+			var need time.Duration
+			var what string
+			switch c.Args[0] {
+			case "worker":
+				d, err := m.setting(c, "COHORT_WORKER_STOP_TIMEOUT", defaultWorkerStopTimeout)
+				if err != nil {
+					p = append(p, fmt.Sprintf("%s: %s: COHORT_WORKER_STOP_TIMEOUT: %v", w.id, c.Name, err))
+					continue
+				}
+				need, what = d, "COHORT_WORKER_STOP_TIMEOUT "+d.String()
+			case "serve":
+				d, err := m.setting(c, "COHORT_SHUTDOWN_TIMEOUT", defaultShutdownTimeout)
+				if err != nil {
+					p = append(p, fmt.Sprintf("%s: %s: COHORT_SHUTDOWN_TIMEOUT: %v", w.id, c.Name, err))
+					continue
+				}
+				need, what = d, "COHORT_SHUTDOWN_TIMEOUT "+d.String()
+				if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && c.Lifecycle.PreStop.Sleep != nil {
+					sleep := time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
+					need += sleep
+					what += " + preStop sleep " + sleep.String()
+				}
+			default:
+				continue
+			}
+			if need+stopMargin > grace {
+				p = append(p, fmt.Sprintf("%s: %s: graceful stop does not fit: %s + %s margin > terminationGracePeriodSeconds %s",
+					w.id, c.Name, what, stopMargin, grace))
+			}
+		}
 	}
 	return p
 }

@@ -67,7 +67,13 @@ type Config struct {
 	AllowPrivateNetworks bool   // COHORT_ALLOW_PRIVATE_NETWORKS
 	KlaviyoAPIURL        string // COHORT_KLAVIYO_API_URL: Klaviyo's API base (default https://a.klaviyo.com)
 	MaxBodyBytes         int64  // COHORT_MAX_BODY_BYTES: default request body cap
-	ShutdownTimeout      time.Duration
+	// ShutdownTimeout (COHORT_SHUTDOWN_TIMEOUT, default 8s) is how long serve drains in-flight
+	// requests after SIGTERM.
+	ShutdownTimeout time.Duration
+	// WorkerStopTimeout (COHORT_WORKER_STOP_TIMEOUT, default 50s) is how long a stopping worker
+	// lets its running activities finish (Temporal's WorkerStopTimeout) before it cancels them:
+	// the pod's terminationGracePeriodSeconds (60 s) less a margin for the rest of the shutdown.
+	WorkerStopTimeout time.Duration
 
 	// The event loader (worker): partitions written concurrently, and StreamingPull streams.
 	LoaderFlushers int // COHORT_LOADER_FLUSHERS, default 2
@@ -202,11 +208,38 @@ type JWTConfig struct {
 // Getenv looks a variable up; os.LookupEnv in main, a map in tests.
 type Getenv func(key string) (string, bool)
 
+// DefaultWorkerStopTimeout fits the worker pod's terminationGracePeriodSeconds (60 s in
+// deploy/k8s/base/worker.yaml) with 10 s left for the event loader and the client to close.
+const DefaultWorkerStopTimeout = 50 * time.Second
+
 // MissingError names every required setting that was not set.
 type MissingError struct{ Names []string }
 
+// alternatives are the settings that replace a missing one (a production adapter's settings
+// and the other adapter that needs none of them).
+var alternatives = []struct {
+	prefixes []string
+	text     string
+}{
+	{[]string{"PUBSUB_"}, "NATS_URL (NATS JetStream) replaces PUBSUB_*"},
+	{[]string{"BIGQUERY_"}, "COHORT_WAREHOUSE=postgres (the warehouse in DATABASE_URL's Postgres) replaces BIGQUERY_*"},
+	{[]string{"GCS_BUCKET"}, "COHORT_BLOB_STORE=local replaces GCS_BUCKET (blobs under COHORT_DATA_DIR, default .cohort: a volume every replica shares)"},
+}
+
 func (e *MissingError) Error() string {
-	return "missing required setting(s): " + strings.Join(e.Names, ", ")
+	msg := "missing required setting(s): " + strings.Join(e.Names, ", ")
+	var alts []string
+	for _, a := range alternatives {
+		if slices.ContainsFunc(e.Names, func(n string) bool {
+			return slices.ContainsFunc(a.prefixes, func(p string) bool { return strings.HasPrefix(n, p) })
+		}) {
+			alts = append(alts, a.text)
+		}
+	}
+	if len(alts) > 0 {
+		msg += "; or: " + strings.Join(alts, "; ")
+	}
+	return msg
 }
 
 // Load reads the configuration. It does not check required settings: call Validate with the role.
@@ -295,6 +328,7 @@ func Load(env Getenv) (*Config, error) {
 		KlaviyoAPIURL:        r.str("COHORT_KLAVIYO_API_URL", "https://a.klaviyo.com"),
 		MaxBodyBytes:         int64(r.integer("COHORT_MAX_BODY_BYTES", 1<<20)),
 		ShutdownTimeout:      r.duration("COHORT_SHUTDOWN_TIMEOUT", 8*time.Second),
+		WorkerStopTimeout:    r.duration("COHORT_WORKER_STOP_TIMEOUT", DefaultWorkerStopTimeout),
 		LoaderFlushers:       r.integer("COHORT_LOADER_FLUSHERS", 2),
 		LoaderStreams:        r.integer("COHORT_LOADER_STREAMS", 4),
 	}
@@ -402,6 +436,9 @@ func (c *Config) Validate(role Role) error {
 	case "", "pubsub", "nats":
 	default:
 		bad = append(bad, fmt.Errorf("COHORT_BUS must be pubsub or nats, got %q", c.Bus))
+	}
+	if c.WorkerStopTimeout <= 0 {
+		bad = append(bad, errors.New("COHORT_WORKER_STOP_TIMEOUT must be positive"))
 	}
 	if c.NATS.MaxAge <= 0 {
 		bad = append(bad, errors.New("NATS_STREAM_MAX_AGE must be positive"))

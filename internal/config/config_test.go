@@ -121,6 +121,7 @@ func TestLoadDefaults(t *testing.T) {
 		{"AllowPrivateNetworks", c.AllowPrivateNetworks, false},
 		{"MaxBodyBytes", c.MaxBodyBytes, int64(1 << 20)},
 		{"ShutdownTimeout", c.ShutdownTimeout, 8 * time.Second},
+		{"WorkerStopTimeout", c.WorkerStopTimeout, 50 * time.Second},
 		{"LoaderFlushers", c.LoaderFlushers, 2},
 		{"LoaderStreams", c.LoaderStreams, 4},
 	})
@@ -175,6 +176,7 @@ func TestLoadReadsEveryVariable(t *testing.T) {
 		"COHORT_ALLOW_PRIVATE_NETWORKS": "1",
 		"COHORT_MAX_BODY_BYTES":         "2048",
 		"COHORT_SHUTDOWN_TIMEOUT":       "1m30s",
+		"COHORT_WORKER_STOP_TIMEOUT":    "25s",
 		"COHORT_LOADER_FLUSHERS":        "6",
 		"COHORT_LOADER_STREAMS":         "8",
 		"COHORT_BUS":                    "nats",
@@ -237,6 +239,7 @@ func TestLoadReadsEveryVariable(t *testing.T) {
 		{"AllowPrivateNetworks", c.AllowPrivateNetworks, true},
 		{"MaxBodyBytes", c.MaxBodyBytes, int64(2048)},
 		{"ShutdownTimeout", c.ShutdownTimeout, 90 * time.Second},
+		{"WorkerStopTimeout", c.WorkerStopTimeout, 25 * time.Second},
 		{"LoaderFlushers", c.LoaderFlushers, 6},
 		{"LoaderStreams", c.LoaderStreams, 8},
 		{"Bus", c.Bus, "nats"},
@@ -625,6 +628,7 @@ func TestValidateRejectsBadValues(t *testing.T) {
 		{name: "zero stream bytes", role: config.RoleDev, env: map[string]string{"NATS_STREAM_MAX_BYTES": "0"}, mention: "NATS_STREAM_MAX_BYTES"},
 		{name: "negative stream age", role: config.RoleDev, env: map[string]string{"NATS_STREAM_MAX_AGE": "-1h"}, mention: "NATS_STREAM_MAX_AGE"},
 		{name: "six replicas", role: config.RoleServe, env: with(serveEnv(), map[string]string{"NATS_STREAM_REPLICAS": "6"}), mention: "NATS_STREAM_REPLICAS"},
+		{name: "zero worker stop timeout", role: config.RoleWorker, env: with(workerEnv(), map[string]string{"COHORT_WORKER_STOP_TIMEOUT": "0s"}), mention: "COHORT_WORKER_STOP_TIMEOUT"},
 		{name: "sub-second ack wait", role: config.RoleDev, env: map[string]string{"NATS_ACK_WAIT": "500ms"}, mention: "NATS_ACK_WAIT"},
 	}
 	for _, tt := range tests {
@@ -672,9 +676,32 @@ func TestEventBus(t *testing.T) {
 }
 
 func TestMissingErrorMessage(t *testing.T) {
-	e := &config.MissingError{Names: []string{"DATABASE_URL", "GCS_BUCKET"}}
-	if got, want := e.Error(), "missing required setting(s): DATABASE_URL, GCS_BUCKET"; got != want {
+	e := &config.MissingError{Names: []string{"DATABASE_URL", "TEMPORAL_ADDRESS"}}
+	if got, want := e.Error(), "missing required setting(s): DATABASE_URL, TEMPORAL_ADDRESS"; got != want {
 		t.Fatalf("Error() = %q, want %q", got, want)
+	}
+}
+
+// Serve started with nothing set names the Google Cloud settings it misses and, beside each,
+// the setting that replaces them off Google Cloud.
+func TestMissingErrorNamesAlternatives(t *testing.T) {
+	c, err := config.Load(env(map[string]string{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Validate(config.RoleServe)
+	missingNames(t, err)
+	msg := err.Error()
+	for _, want := range []string{"PUBSUB_PROJECT", "BIGQUERY_PROJECT", "GCS_BUCKET",
+		"NATS_URL", "COHORT_WAREHOUSE=postgres", "COHORT_BLOB_STORE=local", "COHORT_DATA_DIR"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q does not name %s", msg, want)
+		}
+	}
+	// Only the alternatives of what is missing.
+	e := &config.MissingError{Names: []string{"GCS_BUCKET"}}
+	if strings.Contains(e.Error(), "NATS_URL") || !strings.Contains(e.Error(), "COHORT_BLOB_STORE=local") {
+		t.Errorf("GCS_BUCKET alone: %q", e.Error())
 	}
 }
 

@@ -88,17 +88,36 @@ func (s *Service) unqueue(ctx context.Context, tenantID, id int64, msg string) e
 }
 
 // Patch applies a PATCH (see Update) and, when the definition changed, queues a recompute (ai
-// drafts wait for an explicit compute: drafting does not go through here).
+// drafts wait for an explicit compute: drafting does not go through here). A PATCH that sends
+// the definition the segment already has queues one too when that definition's compute never
+// started (a start that failed left the segment in error with no run of its version): the
+// retry of a request that answered 503 then does what the request asked.
 func (s *Service) Patch(ctx context.Context, tenantID, id int64, in UpdateInput) (*Segment, error) {
 	res, err := s.Update(ctx, tenantID, id, in)
 	if err != nil {
 		return nil, err
 	}
 	if !res.DefinitionChanged {
-		return res.Segment, nil
+		if len(in.Definition) == 0 || res.Segment.Status != StatusError {
+			return res.Segment, nil
+		}
+		started, err := s.versionStarted(ctx, tenantID, id, res.Segment.Version)
+		if err != nil || started {
+			return res.Segment, err
+		}
 	}
 	seg, _, err := s.queueCompute(ctx, tenantID, id, true)
 	return seg, err
+}
+
+// versionStarted says whether a compute of the segment's version ever began (a run recorded).
+func (s *Service) versionStarted(ctx context.Context, tenantID, id int64, version int) (bool, error) {
+	var started bool
+	if err := s.db.WithContext(ctx).Raw(`SELECT EXISTS (SELECT 1 FROM segment_runs WHERE tenant_id = ? AND segment_id = ? AND version = ?)`,
+		tenantID, id, version).Scan(&started).Error; err != nil {
+		return false, fmt.Errorf("runs of segment %d: %w", id, err)
+	}
+	return started, nil
 }
 
 // StartExport records a queued export of the segment's members and starts its workflow. When

@@ -246,6 +246,59 @@ func TestPatchQueuesRecompute(t *testing.T) {
 	}
 }
 
+// A PATCH whose compute could not start (503) stored the definition and left the segment in
+// error; sending the same PATCH again starts the compute, where it used to change nothing. Once
+// a compute of that version began (a run recorded), the same PATCH is a no-op again.
+func TestPatchResentAfterFailedStartStartsCompute(t *testing.T) {
+	f := newSegFixture(t)
+	tenant := f.tenant("acme")
+	seg := f.segment(tenant, "rule", "pros", defPro)
+	newDef := json.RawMessage(`{"logic":"AND","conditions":[{"type":"trait","trait":"plan","operator":"eq","value":"team"}]}`)
+	f.starter.set("recompute", errTemporalDown, nil)
+	if _, err := f.svc.Patch(f.ctx, tenant, seg.ID, segment.UpdateInput{Definition: newDef}); !errors.Is(err, errs.ErrUnavailable) {
+		t.Fatalf("Patch with Temporal down: %v", err)
+	}
+	if s := f.get(tenant, seg.ID); s.Status != segment.StatusError {
+		t.Fatalf("status %s after the failed start, want error", s.Status)
+	}
+	before := len(f.starter.computes)
+
+	f.starter.set("recompute", nil, nil)
+	// The same PATCH again, the definition laid out differently (same canonical form).
+	resent := json.RawMessage(`{"conditions":[{"value":"team","operator":"eq","trait":"plan","type":"trait"}],"logic":"AND"}`)
+	got, err := f.svc.Patch(f.ctx, tenant, seg.ID, segment.UpdateInput{Definition: resent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != segment.StatusQueued || len(f.starter.computes) != before+1 || f.starter.computes[before] != "recompute" {
+		t.Fatalf("status %s, starts %v; want queued and one more recompute", got.Status, f.starter.computes)
+	}
+	if s := f.get(tenant, seg.ID); s.Version != got.Version || s.Status != segment.StatusQueued {
+		t.Fatalf("stored status %s version %d", s.Status, s.Version)
+	}
+
+	// The compute begins and fails: the same PATCH no longer restarts it (POST compute does).
+	run, err := f.svc.BeginRun(f.ctx, tenant, seg.ID, "segment-compute:x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.FailRun(f.ctx, tenant, run.ID, "warehouse said no"); err != nil {
+		t.Fatal(err)
+	}
+	got, err = f.svc.Patch(f.ctx, tenant, seg.ID, segment.UpdateInput{Definition: resent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != segment.StatusError || len(f.starter.computes) != before+1 {
+		t.Fatalf("status %s, starts %v; the same PATCH after a failed run should change nothing", got.Status, f.starter.computes)
+	}
+	// A PATCH without a definition (a rename) never starts one.
+	f.exec(`DELETE FROM segment_runs`)
+	if _, err := f.svc.Patch(f.ctx, tenant, seg.ID, segment.UpdateInput{Name: strptr("renamed")}); err != nil || len(f.starter.computes) != before+1 {
+		t.Fatalf("rename: %v, starts %v", err, f.starter.computes)
+	}
+}
+
 func TestStartExport(t *testing.T) {
 	f := newSegFixture(t)
 	tenant := f.tenant("acme")
