@@ -294,7 +294,7 @@ func TestPatchResentAfterFailedStartStartsCompute(t *testing.T) {
 	}
 	// A PATCH without a definition (a rename) never starts one.
 	f.exec(`DELETE FROM segment_runs`)
-	if _, err := f.svc.Patch(f.ctx, tenant, seg.ID, segment.UpdateInput{Name: strptr("renamed")}); err != nil || len(f.starter.computes) != before+1 {
+	if _, err := f.svc.Patch(f.ctx, tenant, seg.ID, segment.UpdateInput{Name: new("renamed")}); err != nil || len(f.starter.computes) != before+1 {
 		t.Fatalf("rename: %v, starts %v", err, f.starter.computes)
 	}
 }
