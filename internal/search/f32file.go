@@ -12,8 +12,7 @@ import (
 // index's directory, written with pwrite and read through a read-only shared memory mapping.
 // The pages are the kernel's page cache, not the process's anonymous memory: the rescoring of a
 // search touches only its candidates' pages, and the kernel drops pages under memory pressure
-// (they are read back from the file when next needed). Advised MADV_RANDOM: no read-ahead of
-// neighbours a search does not need.
+// (they are read back from the file when next needed).
 //
 // Not safe for concurrent use: the set's RWMutex guards it (remap only under the write lock).
 type f32File struct {
@@ -53,7 +52,6 @@ func (ff *f32File) grow(size int) error {
 	if err != nil {
 		return fmt.Errorf("map the search vectors file: %w", err)
 	}
-	_ = unix.Madvise(mem, unix.MADV_RANDOM)
 	if ff.mem != nil {
 		_ = unix.Munmap(ff.mem)
 	}

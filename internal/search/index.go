@@ -542,6 +542,9 @@ func (ix *Embedded) sync(ctx context.Context, s *tenantSet) error {
 		}
 		s.mu.Unlock()
 		s.lastSeq = seq
+		if ix.cfg.MaxBytes > 0 {
+			ix.enforceBound(s)
+		}
 		return nil
 	}
 	if len(changes) == 0 {
@@ -574,11 +577,10 @@ func (ix *Embedded) sync(ctx context.Context, s *tenantSet) error {
 		ix.mu.Unlock()
 		return fmt.Errorf("apply product embedding changes of tenant %d: %w", key.tenant, err)
 	}
-	grew := s.v.Len()
 	s.mu.Unlock()
 	s.lastSeq = changes[len(changes)-1].seq
-	if grew > 0 && ix.cfg.MaxBytes > 0 {
-		ix.enforceBound(s)
+	if ix.cfg.MaxBytes > 0 {
+		ix.enforceBound(s) // the set may have grown past the budget: others go
 	}
 	return nil
 }
