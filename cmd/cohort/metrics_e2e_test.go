@@ -68,6 +68,8 @@ func TestMetricsAfterPipelines(t *testing.T) {
 		{"cohort_activation_users_pushed_total", map[string]string{"platform": "talon_one", "operation": "add"}, float64(run.Added)},
 		{"cohort_activation_sync_duration_seconds", map[string]string{"platform": "talon_one"}, 1},
 		{"cohort_search_requests_total", nil, 1},
+		{"cohort_search_index_loads_total", nil, 1},        // the search loaded the tenant's vectors
+		{"cohort_search_index_budget_bytes", nil, 1 << 20}, // half of GOMEMLIMIT, or the default
 		{"cohort_http_request_duration_seconds", nil, 1},
 		{"temporal_request_total", nil, 1},
 		{"temporal_workflow_completed_total", nil, 1},
