@@ -228,3 +228,43 @@ func rssAnon(b *testing.B) int64 {
 	b.Fatal("no RssAnon in /proc/self/status")
 	return 0
 }
+
+// BenchmarkColdLoad1536: the first search of a tenant of n vectors of 1,536 dimensions stored
+// in Postgres (COHORT_BENCH_LOAD_N, default 20000), on a fresh index each iteration: how long
+// the HTTP endpoint's search takes to answer (503 search_index_loading) and how long the full
+// load takes (also per million vectors, linearly). Run with -benchtime=1x; seeding is not timed.
+func BenchmarkColdLoad1536(b *testing.B) {
+	const dims = 1536
+	n := 20_000
+	if env := os.Getenv("COHORT_BENCH_LOAD_N"); env != "" {
+		var err error
+		if n, err = strconv.Atoi(env); err != nil || n <= 0 {
+			b.Fatalf("COHORT_BENCH_LOAD_N: %q", env)
+		}
+	}
+	f := newFixture(b)
+	tenant := f.tenant("load")
+	f.seedVectors(tenant, n, dims, 1)
+	q := randomUnit(rand.New(rand.NewPCG(3, 3)), dims)
+	var first, load time.Duration
+	for b.Loop() {
+		ix := NewEmbedded(f.db.Pool, nil, time.Now, IndexConfig{})
+		start := time.Now()
+		_, err := ix.TopK(failFast(f.ctx), tenant, model, q, 20, nil)
+		first += time.Since(start)
+		if err == nil {
+			b.Log("the load finished within LoadWait: no 503")
+		}
+		if _, err := ix.TopK(f.ctx, tenant, model, q, 20, nil); err != nil {
+			b.Fatal(err)
+		}
+		load += time.Since(start)
+		for _, s := range ix.loaded() {
+			s.drop()
+		}
+	}
+	iters := float64(b.N)
+	b.ReportMetric(first.Seconds()*1000/iters, "first-answer-ms")
+	b.ReportMetric(load.Seconds()/iters, "load-s")
+	b.ReportMetric(load.Seconds()/iters*1e6/float64(n), "load-s/1M")
+}
