@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,4 +117,46 @@ func TestIndexBudgetHoldsAcrossTenants(t *testing.T) {
 		t.Fatalf("over the budget: %v", err)
 	}
 	t.Logf("503 %s: %s", coded.Code, coded.Msg)
+}
+
+// TestIndexDropsWhileSearching: two tenants whose vectors do not fit the budget together,
+// searched from several goroutines at once: each load drops the other tenant's set (its mapped
+// file released) while searches may be reading it; every search still returns its own tenant's
+// full answer (a dropped set is looked up again) and nothing reads a released mapping.
+func TestIndexDropsWhileSearching(t *testing.T) {
+	const n, dims = 500, 384
+	f := newFixture(t)
+	tenants := []int64{f.tenant("a"), f.tenant("b")}
+	for i, tn := range tenants {
+		f.seedVectors(tn, n, dims, uint64(10+i))
+	}
+	perTenant := int64(n)*residentPerVector(dims) + dims*4
+	ix := NewEmbedded(f.db.Pool, nil, time.Now, IndexConfig{MaxBytes: perTenant + perTenant/2})
+	q := randomUnit(rand.New(rand.NewPCG(5, 5)), dims)
+	want := map[int64][]Match{}
+	for _, tn := range tenants {
+		ms, err := NewEmbedded(f.db.Pool, nil, time.Now, IndexConfig{}).TopK(f.ctx, tn, model, q, 10, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[tn] = ms
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 15 {
+				tn := tenants[(g+i)%2]
+				ms, err := ix.TopK(f.ctx, tn, model, q, 10, nil)
+				if err != nil || !slices.Equal(ms, want[tn]) {
+					t.Errorf("goroutine %d search %d of tenant %d: %v %v", g, i, tn, ms, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if st := ix.Stats(); st.Sets > 1 || st.Bytes > perTenant+perTenant/2 {
+		t.Fatalf("stats %+v over the budget", st)
+	}
+	t.Logf("%d loads for 60 searches alternating between two tenants", ix.Stats().Loads)
 }
