@@ -50,8 +50,12 @@ func abort(c *gin.Context, err error) {
 		c.Header("WWW-Authenticate", `Bearer realm="cohort", ApiKey realm="cohort"`)
 	}
 	var rl *errs.RateLimitedError
+	var coded *errs.CodedError
 	if errors.As(err, &rl) && rl.RetryAfter > 0 {
 		secs := int(rl.RetryAfter.Seconds() + 0.999)
+		c.Header("Retry-After", strconv.Itoa(max(secs, 1)))
+	} else if errors.As(err, &coded) && coded.RetryAfter > 0 {
+		secs := int(coded.RetryAfter.Seconds() + 0.999)
 		c.Header("Retry-After", strconv.Itoa(max(secs, 1)))
 	}
 	c.AbortWithStatusJSON(status, ErrorBody{Error: body})

@@ -33,7 +33,12 @@ import (
 // one API replica's worth.
 func (f *fixture) searchStack(t testing.TB, embedder search.Embedder, cfg search.Config) *search.Service {
 	t.Helper()
-	ix := search.NewEmbedded(f.db.Pool, nil, time.Now, search.IndexConfig{})
+	return f.searchStackWith(t, embedder, cfg, search.IndexConfig{})
+}
+
+func (f *fixture) searchStackWith(t testing.TB, embedder search.Embedder, cfg search.Config, icfg search.IndexConfig) *search.Service {
+	t.Helper()
+	ix := search.NewEmbedded(f.db.Pool, nil, time.Now, icfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ix.Run(ctx) }()
@@ -342,6 +347,58 @@ func TestSearchQueryDeadProvider(t *testing.T) {
 	}
 	if v, _ := metricValue(text, "cohort_search_requests_total", `outcome="error"`); v != 8 {
 		t.Errorf("cohort_search_requests_total{outcome=error} = %v, want 8", v)
+	}
+}
+
+// TestSearchQueryIndexLoadingAndBudget: while the tenant's vectors load, the endpoint answers
+// 503 search_index_loading with Retry-After at once (the load goes on; the next request after it
+// is a 200); a tenant whose vectors exceed the process's budget gets 503 search_index_too_large
+// naming the budget (api/openapi.yaml, searchProducts).
+func TestSearchQueryIndexLoadingAndBudget(t *testing.T) {
+	f := newFixture(t)
+	f.searchCatalogue(t, f.A.T.ID)
+	ctx := context.Background()
+	ts := f.searchServer(t, f.searchStack(t, localProvider(t), search.Config{}))
+	lock, err := f.db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx) //nolint:errcheck // released below
+	if _, err := lock.Exec(ctx, `LOCK TABLE product_embeddings IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	r := send(t, ts, http.MethodGet, queryURL("q", "linen dress"), hdr("Authorization", "Bearer "+f.A.Bearer), nil)
+	took := time.Since(start)
+	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("while loading: %d %v %s, want 503 with Retry-After", r.Status, r.Header, r.Body)
+	}
+	if e := errorBody(t, r); e.Code != search.CodeIndexLoading {
+		t.Fatalf("error %+v, want %s", e, search.CodeIndexLoading)
+	}
+	t.Logf("503 %s in %v", search.CodeIndexLoading, took)
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r = send(t, ts, http.MethodGet, queryURL("q", "linen dress"), hdr("Authorization", "Bearer "+f.A.Bearer), nil)
+		if r.Status == http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := decodeSearch(t, r); got.Metadata.MatchCount != 3 {
+		t.Fatalf("after the load: %s", r.Body)
+	}
+
+	small := f.searchServer(t, f.searchStackWith(t, localProvider(t), search.Config{}, search.IndexConfig{MaxBytes: 1024}))
+	r = send(t, small, http.MethodGet, queryURL("q", "linen dress"), hdr("Authorization", "Bearer "+f.A.Bearer), nil)
+	if r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("over the budget: %d %s", r.Status, r.Body)
+	}
+	if e := errorBody(t, r); e.Code != search.CodeIndexTooLarge || !strings.Contains(e.Message, "budget of 1.0 KiB (COHORT_SEARCH_MEMORY)") {
+		t.Fatalf("error %+v, want %s naming the budget", e, search.CodeIndexTooLarge)
 	}
 }
 

@@ -70,6 +70,8 @@ func TestMetricsAfterPipelines(t *testing.T) {
 		{"cohort_search_requests_total", nil, 1},
 		// The search's query embedding, metered by the process's provider (dev: the local one).
 		{"cohort_ai_calls_total", map[string]string{"operation": "search", "outcome": "ok"}, 1},
+		{"cohort_search_index_loads_total", nil, 1},        // the search loaded the tenant's vectors
+		{"cohort_search_index_budget_bytes", nil, 1 << 20}, // half of GOMEMLIMIT, or the default
 		{"cohort_http_request_duration_seconds", nil, 1},
 		{"temporal_request_total", nil, 1},
 		{"temporal_workflow_completed_total", nil, 1},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/ai"
@@ -28,9 +29,16 @@ func (c *core) searchFor(ctx context.Context, provider ai.Provider, providerErr 
 }
 
 // openSearch builds a search service over a new in-process vector index, whose listener runs
-// until ctx ends or the core closes (which waits for it). A role builds one per process.
+// until ctx ends or the core closes (which waits for it). A role builds one per process. The
+// index's memory budget is COHORT_SEARCH_MEMORY, else half of GOMEMLIMIT (set from the
+// container's limit in deploy/k8s); its gauges go on the process's registry.
 func (c *core) openSearch(ctx context.Context, embedder search.Embedder) *search.Service {
-	index := search.NewEmbedded(c.db.Pool, c.log, time.Now, search.IndexConfig{})
+	budget := c.cfg.SearchMemory(debug.SetMemoryLimit(-1))
+	index := search.NewEmbedded(c.db.Pool, c.log, time.Now, search.IndexConfig{MaxBytes: budget, Dir: c.cfg.Search.Dir})
+	if err := c.reg.Register(search.NewIndexCollector(index)); err != nil {
+		c.log.Warn("search index metrics not registered", "error", err)
+	}
+	c.log.Info("semantic search index", "memory_budget", search.FormatBytes(budget), "vectors_dir", c.cfg.Search.Dir)
 	c.closers = append(c.closers, superviseIndex(ctx, index, c.log))
 	return search.NewService(c.db.Pool, embedder, index, time.Now, c.log, search.Config{})
 }

@@ -158,6 +158,7 @@ spec:
 		"api: seccompProfile",                      // seccomp
 		"api: readOnlyRootFilesystem",              // read-only root
 		"api: no emptyDir mounted at /tmp",         // writable /tmp
+		"api: no GOMEMLIMIT",                       // the runtime's memory limit
 		`image "registry.example/cohort:latest"`,   // :latest
 		`Secret "missing-secret"`,                  // undefined secret
 		`Service cohort-api: selector`,             // selector selects nothing
@@ -632,6 +633,22 @@ func checkPods(m *manifests) []string {
 			}
 			if isCohort(c.Image) && !tmp {
 				cb("no emptyDir mounted at /tmp (the root filesystem is read-only)")
+			}
+			if isCohort(c.Image) && kc.kind == "container" && (slices.Contains(c.Args, "serve") || slices.Contains(c.Args, "worker")) {
+				// The Go runtime's soft limit follows the container's (the search index's budget
+				// defaults to half of it): without it a process's heap grows until the OOM kill.
+				memLimit := false
+				for _, e := range c.Env {
+					if e.Name != "GOMEMLIMIT" || e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil {
+						continue
+					}
+					ref := e.ValueFrom.ResourceFieldRef
+					memLimit = ref.Resource == "limits.memory" && (ref.ContainerName == "" || ref.ContainerName == c.Name) &&
+						(ref.Divisor.IsZero() || ref.Divisor.Value() == 1)
+				}
+				if !memLimit {
+					cb("no GOMEMLIMIT from its limits.memory (env valueFrom resourceFieldRef, divisor 1: GOMEMLIMIT reads bytes)")
+				}
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"slices"
@@ -53,6 +54,7 @@ type Config struct {
 	Blob      string // COHORT_BLOB_STORE: gcs|local
 	GCSBucket string // GCS_BUCKET
 	AI        AIConfig
+	Search    SearchConfig
 	JWT       JWTConfig
 	// Telemetry is OpenTelemetry tracing, from the standard OTEL_* variables; off by default.
 	Telemetry TelemetryConfig
@@ -198,6 +200,35 @@ type AIConfig struct {
 	PageEmbeddingWait time.Duration
 }
 
+// SearchConfig sizes the in-process vector index of semantic search (internal/search).
+type SearchConfig struct {
+	// Memory (COHORT_SEARCH_MEMORY: bytes, or with a unit B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)
+	// is the heap the index may hold per process; 0 (unset): SearchMemory's default.
+	Memory int64
+	// Dir (COHORT_SEARCH_DIR) holds the float32 files the index rescores from ("": the temporary
+	// directory). Its disk needs 4 bytes per dimension per loaded vector.
+	Dir string
+}
+
+// Search memory defaults: SearchMemoryShare of GOMEMLIMIT, or DefaultSearchMemory without one.
+const (
+	SearchMemoryShare   = 0.5
+	DefaultSearchMemory = 1 << 30
+)
+
+// SearchMemory is the index's memory budget in bytes: COHORT_SEARCH_MEMORY, else half of the
+// process's memory limit goMemLimit (runtime/debug.SetMemoryLimit(-1): GOMEMLIMIT, math.MaxInt64
+// when unset), else DefaultSearchMemory.
+func (c *Config) SearchMemory(goMemLimit int64) int64 {
+	switch {
+	case c.Search.Memory > 0:
+		return c.Search.Memory
+	case goMemLimit > 0 && goMemLimit < math.MaxInt64:
+		return int64(float64(goMemLimit) * SearchMemoryShare)
+	}
+	return DefaultSearchMemory
+}
+
 type JWTConfig struct {
 	JWKSURL     string // COHORT_JWKS_URL: external identity provider's key set (RS256/ES256)
 	Issuer      string // COHORT_JWT_ISSUER
@@ -306,6 +337,10 @@ func Load(env Getenv) (*Config, error) {
 			RateLimit:         r.integer("COHORT_AI_RATE_LIMIT", 60),
 			RateWindow:        r.duration("COHORT_AI_RATE_WINDOW", time.Minute),
 			PageEmbeddingWait: r.duration("COHORT_PAGE_EMBEDDING_WAIT", 0),
+		},
+		Search: SearchConfig{
+			Memory: r.bytes("COHORT_SEARCH_MEMORY"),
+			Dir:    r.str("COHORT_SEARCH_DIR", ""),
 		},
 		JWT: JWTConfig{
 			JWKSURL:     r.str("COHORT_JWKS_URL", ""),
@@ -553,6 +588,43 @@ func (r *reader) integer(key string, def int) int {
 		return def
 	}
 	return n
+}
+
+// bytes reads a size: an integer of bytes, or one with a unit (B, KiB, MiB, GiB, TiB, or the
+// decimal KB, MB, GB, TB), as GOMEMLIMIT takes it; 0 when unset.
+func (r *reader) bytes(key string) int64 {
+	v := r.str(key, "")
+	if v == "" {
+		return 0
+	}
+	n, err := ParseBytes(v)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s: %w", key, err))
+		return 0
+	}
+	return n
+}
+
+// ParseBytes reads a size like 1073741824, 512MiB or 2GiB (a positive whole number and an
+// optional unit).
+func ParseBytes(v string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	num, mult := strings.TrimSpace(v), int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("want a size like 1073741824, 512MiB or 2GiB, got %q", v)
+	}
+	return n * mult, nil
 }
 
 func (r *reader) duration(key string, def time.Duration) time.Duration {

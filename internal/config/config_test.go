@@ -3,6 +3,7 @@ package config_test
 import (
 	"errors"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -136,6 +137,8 @@ func TestLoadReadsEveryVariable(t *testing.T) {
 		"COHORT_HTTP_ADDR":              " :9090 ",
 		"COHORT_PUBLIC_URL":             "https://cohort.example.com/",
 		"COHORT_DATA_DIR":               "/var/lib/cohort",
+		"COHORT_SEARCH_MEMORY":          "512MiB",
+		"COHORT_SEARCH_DIR":             "/var/cache/cohort-search",
 		"COHORT_LOG_LEVEL":              "debug",
 		"COHORT_LOG_FORMAT":             "text",
 		"DATABASE_URL":                  "postgres://x@y/z",
@@ -256,7 +259,51 @@ func TestLoadReadsEveryVariable(t *testing.T) {
 		{"NATS.Replicas", c.NATS.Replicas, 3},
 		{"NATS.AckWait", c.NATS.AckWait, 45 * time.Second},
 		{"DevNATSAddr", c.DevNATSAddr, "127.0.0.1:4333"},
+		{"Search.Memory", c.Search.Memory, int64(512 << 20)},
+		{"Search.Dir", c.Search.Dir, "/var/cache/cohort-search"},
 	})
+}
+
+// TestSearchMemory: COHORT_SEARCH_MEMORY wins; unset, half of GOMEMLIMIT; without either, the
+// default.
+func TestSearchMemory(t *testing.T) {
+	tests := []struct {
+		name     string
+		env      string
+		limit    int64
+		want     int64
+		badValue bool
+	}{
+		{name: "set in bytes", env: "1073741824", limit: math.MaxInt64, want: 1 << 30},
+		{name: "set with a binary unit wins over GOMEMLIMIT", env: "256MiB", limit: 900 << 20, want: 256 << 20},
+		{name: "set with a decimal unit", env: "2GB", limit: math.MaxInt64, want: 2e9},
+		{name: "half of GOMEMLIMIT", limit: 1 << 30, want: 512 << 20},
+		{name: "no GOMEMLIMIT", limit: math.MaxInt64, want: config.DefaultSearchMemory},
+		{name: "a word", env: "lots", badValue: true},
+		{name: "negative", env: "-5MiB", badValue: true},
+		{name: "fraction", env: "1.5GiB", badValue: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := map[string]string{}
+			if tt.env != "" {
+				m["COHORT_SEARCH_MEMORY"] = tt.env
+			}
+			c, err := config.Load(env(m))
+			if tt.badValue {
+				if err == nil || !strings.Contains(err.Error(), "COHORT_SEARCH_MEMORY") || !strings.Contains(err.Error(), tt.env) {
+					t.Fatalf("Load(COHORT_SEARCH_MEMORY=%q): %v, want an error naming it", tt.env, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.SearchMemory(tt.limit); got != tt.want {
+				t.Errorf("SearchMemory(%d) = %d, want %d", tt.limit, got, tt.want)
+			}
+		})
+	}
 }
 
 func TestLoadBlankValuesFallBackToDefaults(t *testing.T) {

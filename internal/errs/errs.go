@@ -91,6 +91,9 @@ type CodedError struct {
 	Kind error
 	Code string
 	Msg  string
+	// RetryAfter, when set, is how long the caller should wait before trying again (the
+	// Retry-After header of a 503).
+	RetryAfter time.Duration
 }
 
 func (e *CodedError) Error() string { return e.Msg }

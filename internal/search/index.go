@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cohort-dev/cohort/internal/catalog"
+	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/store"
 )
 
@@ -48,10 +49,18 @@ const NotifyChannel = "product_embedding_changes"
 type IndexConfig struct {
 	// IdleAfter: a tenant's vectors not searched this long are dropped (default 30 minutes).
 	IdleAfter time.Duration
-	// MaxVectors bounds the vectors held across tenants (0: no bound). Loading a tenant beyond
-	// it drops the least recently searched others first; one tenant larger than the bound is
-	// still loaded.
-	MaxVectors int
+	// MaxBytes is the memory budget of the vectors held across tenants, in bytes of heap (0:
+	// no bound): the int8 codes, ids and bounds, residentPerVector each; the float32 values are
+	// in files under Dir, read through the page cache. Loading a tenant drops the least recently
+	// searched others first until it fits; a tenant larger than the whole budget is refused
+	// (CodeIndexTooLarge) rather than loaded.
+	MaxBytes int64
+	// Dir holds the sets' float32 files (unlinked at once; "" for the temporary directory).
+	Dir string
+	// LoadWait: how long a search that must not wait (the HTTP endpoint's, see Service.Query)
+	// waits for its tenant's load before answering 503 CodeIndexLoading (default 50 ms). Other
+	// searches (page generation) wait for the load.
+	LoadWait time.Duration
 	// PollEvery: how often the listener also compares each loaded tenant's change sequence
 	// with Postgres, a safety net for lost notifications (default 10 s).
 	PollEvery time.Duration
@@ -81,6 +90,29 @@ func (c *IndexConfig) defaults() {
 	if c.LoadTimeout <= 0 {
 		c.LoadTimeout = 10 * time.Minute
 	}
+	if c.LoadWait <= 0 {
+		c.LoadWait = 50 * time.Millisecond
+	}
+}
+
+// Codes of the 503s the index answers (kind errs.ErrUnavailable).
+const (
+	// CodeIndexLoading: the tenant's vectors are loading in the background; try again after
+	// Retry-After.
+	CodeIndexLoading = "search_index_loading"
+	// CodeIndexTooLarge: the tenant's vectors need more memory than the process's search budget.
+	CodeIndexTooLarge = "search_index_too_large"
+)
+
+// LoadingRetryAfter is the Retry-After of a CodeIndexLoading answer.
+const LoadingRetryAfter = 2 * time.Second
+
+type failFastKey struct{}
+
+// failFast marks a search that answers CodeIndexLoading rather than wait for a load longer than
+// IndexConfig.LoadWait.
+func failFast(ctx context.Context) context.Context {
+	return context.WithValue(ctx, failFastKey{}, true)
 }
 
 // Embedded is the in-process Index. Run must be running for it to follow changes by
@@ -94,10 +126,15 @@ type Embedded struct {
 
 	live      atomic.Bool  // the listener is up and has caught up: notifications keep sets current
 	loadCount atomic.Int64 // full loads started
+	loading   atomic.Int64 // full loads in progress
+	loadNanos atomic.Int64 // time spent in finished full loads
+	loadsDone atomic.Int64 // finished full loads (successful or not)
+	refused   atomic.Int64 // loads refused for the budget
 
-	mu    sync.Mutex // guards sets and loads
-	sets  map[setKey]*tenantSet
-	loads map[setKey]*loadCall
+	mu       sync.Mutex // guards sets, loads and reserved
+	sets     map[setKey]*tenantSet
+	loads    map[setKey]*loadCall
+	reserved int64 // budget bytes taken by loads in flight
 
 	dirtyMu sync.Mutex // guards dirty
 	dirty   map[int64]bool
@@ -113,18 +150,30 @@ type setKey struct {
 // tenantSet is one loaded set and what keeps it current.
 type tenantSet struct {
 	key      setKey
-	mu       sync.RWMutex // guards v's contents; scans read-lock it
-	v        *vectors
-	syncMu   sync.Mutex // one sync at a time; guards lastSeq
-	lastSeq  int64      // the change sequence the set reflects
+	mu       sync.RWMutex // guards v and its contents; scans read-lock it
+	v        *vectors     // nil once the set is dropped (its file released)
+	syncMu   sync.Mutex   // one sync at a time; guards lastSeq
+	lastSeq  int64        // the change sequence the set reflects
 	lastUsed atomic.Int64
 }
 
 // loadCall is one load in flight; concurrent searches of the same set wait for it.
 type loadCall struct {
-	done chan struct{}
-	set  *tenantSet
-	err  error
+	done     chan struct{}
+	set      *tenantSet
+	err      error
+	reserved int64 // budget bytes taken, guarded by Embedded.mu
+}
+
+// drop releases the set's vectors once no search reads them; a search that still holds the set
+// then finds it dropped and looks it up again.
+func (s *tenantSet) drop() {
+	s.mu.Lock()
+	if s.v != nil {
+		s.v.close()
+		s.v = nil
+	}
+	s.mu.Unlock()
 }
 
 // NewEmbedded builds the index. now drives idle eviction.
@@ -147,37 +196,61 @@ func (ix *Embedded) TopK(ctx context.Context, tenantID int64, model string, quer
 	if k <= 0 || len(query) == 0 {
 		return []Match{}, nil
 	}
-	s, err := ix.set(ctx, setKey{tenantID, model, len(query)}, true)
-	if err != nil {
-		return nil, err
+	for {
+		s, err := ix.set(ctx, setKey{tenantID, model, len(query)}, true)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.RLock()
+		if s.v == nil { // dropped since: look again
+			s.mu.RUnlock()
+			continue
+		}
+		q, ok := s.v.prepare(query)
+		if !ok {
+			s.mu.RUnlock()
+			return []Match{}, nil
+		}
+		out := s.v.topK(&q, k, allow, ix.workers())
+		s.mu.RUnlock()
+		return out, nil
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	q, ok := s.v.prepare(query)
-	if !ok {
-		return []Match{}, nil
-	}
-	return s.v.topK(&q, k, allow, ix.workers()), nil
 }
 
 // Len is the number of vectors the tenant has of the model and size (loading them if needed;
 // without a live listener, as of the last search).
 func (ix *Embedded) Len(ctx context.Context, tenantID int64, model string, dims int) (int, error) {
-	s, err := ix.set(ctx, setKey{tenantID, model, dims}, false)
-	if err != nil {
-		return 0, err
+	for {
+		s, err := ix.set(ctx, setKey{tenantID, model, dims}, false)
+		if err != nil {
+			return 0, err
+		}
+		s.mu.RLock()
+		v := s.v
+		n := 0
+		if v != nil {
+			n = v.Len()
+		}
+		s.mu.RUnlock()
+		if v != nil {
+			return n, nil
+		}
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.v.Len(), nil
 }
 
 // IndexStats describe what the index holds.
 type IndexStats struct {
 	Sets    int   // loaded (tenant, model, size) sets
 	Vectors int   // vectors across them
-	Bytes   int64 // memory they hold
-	Loads   int64 // full loads since the index was built
+	Bytes   int64 // heap they hold (counted against IndexConfig.MaxBytes)
+	// FileBytes are the float32 values in their files (page cache, not heap).
+	FileBytes int64
+	Budget    int64 // IndexConfig.MaxBytes (0: none)
+	Loads     int64 // full loads since the index was built
+	// LoadsInProgress, LoadsDone and LoadSeconds (the time the done ones took, together).
+	LoadsInProgress, LoadsDone int64
+	LoadSeconds                float64
+	Refused                    int64 // loads refused because the tenant is larger than the budget
 }
 
 // Stats counts what is loaded.
@@ -188,12 +261,16 @@ func (ix *Embedded) Stats() IndexStats {
 		sets = append(sets, s)
 	}
 	ix.mu.Unlock()
-	out := IndexStats{Loads: ix.loadCount.Load()}
+	out := IndexStats{Loads: ix.loadCount.Load(), Budget: ix.cfg.MaxBytes, LoadsInProgress: ix.loading.Load(),
+		LoadsDone: ix.loadsDone.Load(), LoadSeconds: time.Duration(ix.loadNanos.Load()).Seconds(), Refused: ix.refused.Load()}
 	for _, s := range sets {
 		s.mu.RLock()
-		out.Sets++
-		out.Vectors += s.v.Len()
-		out.Bytes += s.v.bytes()
+		if s.v != nil {
+			out.Sets++
+			out.Vectors += s.v.Len()
+			out.Bytes += s.v.bytes()
+			out.FileBytes += s.v.fileBytes()
+		}
 		s.mu.RUnlock()
 	}
 	return out
@@ -233,6 +310,12 @@ func (ix *Embedded) set(ctx context.Context, key setKey, fresh bool) (*tenantSet
 		}()
 	}
 	ix.mu.Unlock()
+	var waited <-chan time.Time
+	if ctx.Value(failFastKey{}) != nil {
+		t := time.NewTimer(ix.cfg.LoadWait)
+		defer t.Stop()
+		waited = t.C
+	}
 	select {
 	case <-c.done:
 		if c.err != nil {
@@ -240,6 +323,9 @@ func (ix *Embedded) set(ctx context.Context, key setKey, fresh bool) (*tenantSet
 		}
 		c.set.lastUsed.Store(ix.now().UnixNano())
 		return c.set, nil
+	case <-waited:
+		return nil, &errs.CodedError{Kind: errs.ErrUnavailable, Code: CodeIndexLoading, RetryAfter: LoadingRetryAfter,
+			Msg: "the tenant's product vectors are loading into this server's search index; try again shortly"}
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -247,9 +333,16 @@ func (ix *Embedded) set(ctx context.Context, key setKey, fresh bool) (*tenantSet
 
 func (ix *Embedded) runLoad(ctx context.Context, key setKey, c *loadCall) {
 	defer close(c.done)
+	ix.loading.Add(1)
+	start := time.Now()
+	defer func() {
+		ix.loading.Add(-1)
+		ix.loadNanos.Add(int64(time.Since(start)))
+		ix.loadsDone.Add(1)
+	}()
 	s := &tenantSet{key: key}
 	s.lastUsed.Store(ix.now().UnixNano())
-	v, seq, err := ix.load(ctx, key)
+	v, seq, err := ix.load(ctx, key, func(count int64) error { return ix.reserve(c, key, count) })
 	if err == nil {
 		s.v, s.lastSeq = v, seq
 		// A change committed after the load's snapshot may have been notified before the set
@@ -257,6 +350,7 @@ func (ix *Embedded) runLoad(ctx context.Context, key setKey, c *loadCall) {
 		ix.mu.Lock()
 		ix.sets[key] = s
 		delete(ix.loads, key)
+		ix.reserved -= c.reserved
 		ix.mu.Unlock()
 		if err = ix.sync(ctx, s); err != nil {
 			ix.mu.Lock()
@@ -264,25 +358,71 @@ func (ix *Embedded) runLoad(ctx context.Context, key setKey, c *loadCall) {
 				delete(ix.sets, key)
 			}
 			ix.mu.Unlock()
+			s.drop()
 		}
 	} else {
 		ix.mu.Lock()
 		delete(ix.loads, key)
+		ix.reserved -= c.reserved
 		ix.mu.Unlock()
 	}
 	if err != nil {
-		c.err = fmt.Errorf("load product vectors of tenant %d: %w", key.tenant, err)
+		var coded *errs.CodedError
+		if errors.As(err, &coded) {
+			c.err = err
+		} else {
+			c.err = fmt.Errorf("load product vectors of tenant %d: %w", key.tenant, err)
+		}
 		return
 	}
 	c.set = s
 	ix.enforceBound(s)
 }
 
+// reserve takes the budget a load of count vectors needs, dropping the least recently searched
+// sets until it fits; a set larger than the whole budget is refused with CodeIndexTooLarge.
+func (ix *Embedded) reserve(c *loadCall, key setKey, count int64) error {
+	if ix.cfg.MaxBytes <= 0 {
+		return nil
+	}
+	need := count*residentPerVector(key.dims) + int64(roundUp(key.dims, f32Block))*4
+	if need > ix.cfg.MaxBytes {
+		ix.refused.Add(1)
+		return errs.Coded(errs.ErrUnavailable, CodeIndexTooLarge,
+			"the tenant's %d product vectors of %d dimensions need %s of search memory, more than this server's budget of %s (COHORT_SEARCH_MEMORY); raise the budget and the pod's memory limit, or use fewer dimensions (OPENAI_EMBEDDING_DIMENSIONS)",
+			count, key.dims, FormatBytes(need), FormatBytes(ix.cfg.MaxBytes))
+	}
+	ix.mu.Lock()
+	c.reserved = need
+	ix.reserved += need
+	victims := ix.overBudget(nil)
+	ix.mu.Unlock()
+	for _, s := range victims {
+		s.drop()
+	}
+	return nil
+}
+
+// FormatBytes writes n in binary units (KiB, MiB, GiB), as COHORT_SEARCH_MEMORY takes them.
+func FormatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 3; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGT"[exp])
+}
+
 // load reads every vector of the set and the change sequence they reflect, in one snapshot.
 // Changes commit in sequence order per tenant (the trigger takes a per-tenant lock before it
 // draws the number), so every change up to that sequence is in the snapshot and every later
 // one has a larger number.
-func (ix *Embedded) load(ctx context.Context, key setKey) (*vectors, int64, error) {
+// admit, when set, is asked for the budget of the count vectors before any is read.
+func (ix *Embedded) load(ctx context.Context, key setKey, admit func(count int64) error) (*vectors, int64, error) {
 	ix.loadCount.Add(1)
 	tx, err := ix.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -296,7 +436,18 @@ func (ix *Embedded) load(ctx context.Context, key setKey) (*vectors, int64, erro
 	if err != nil {
 		return nil, 0, err
 	}
-	v := newVectors(key.dims, int(count))
+	if admit != nil {
+		if err := admit(count); err != nil {
+			return nil, 0, err
+		}
+	}
+	v := newVectorsIn(ix.cfg.Dir, key.dims, int(count))
+	ok := false
+	defer func() {
+		if !ok {
+			v.close()
+		}
+	}()
 	rows, err := tx.Query(ctx, `SELECT product_id, vector FROM product_embeddings WHERE tenant_id = $1 AND model = $2 AND dims = $3`,
 		key.tenant, key.model, key.dims)
 	if err != nil {
@@ -314,11 +465,14 @@ func (ix *Embedded) load(ctx context.Context, key setKey) (*vectors, int64, erro
 			continue // the table's check constraint makes this impossible
 		}
 		buf = catalog.DecodeVector(buf[:0], raw)
-		v.upsert(id, buf)
+		if err := v.upsert(id, buf); err != nil {
+			return nil, 0, err
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, err
 	}
+	ok = true
 	return v, seq, nil
 }
 
@@ -374,50 +528,94 @@ func (ix *Embedded) sync(ctx context.Context, s *tenantSet) error {
 		return fmt.Errorf("read product embedding changes: %w", err)
 	}
 	if floor > s.lastSeq {
-		v, seq, err := ix.load(ctx, key)
+		v, seq, err := ix.load(ctx, key, nil)
 		if err != nil {
 			return fmt.Errorf("reload product vectors of tenant %d: %w", key.tenant, err)
 		}
 		s.mu.Lock()
-		s.v = v
+		old := s.v
+		if old != nil {
+			s.v = v
+			old.close()
+		} else {
+			v.close() // dropped meanwhile
+		}
 		s.mu.Unlock()
 		s.lastSeq = seq
+		if ix.cfg.MaxBytes > 0 {
+			ix.enforceBound(s)
+		}
 		return nil
 	}
 	if len(changes) == 0 {
 		return nil
 	}
 	s.mu.Lock()
+	if s.v == nil { // dropped meanwhile
+		s.mu.Unlock()
+		return nil
+	}
 	for _, c := range changes {
 		if c.vec != nil {
-			s.v.upsert(c.id, c.vec)
+			err = s.v.upsert(c.id, c.vec)
 		} else {
-			s.v.remove(c.id)
+			err = s.v.remove(c.id)
 		}
+		if err != nil {
+			break
+		}
+	}
+	if err != nil {
+		// The set is no longer what Postgres holds: drop it; the next search loads it again.
+		s.v.close()
+		s.v = nil
+		s.mu.Unlock()
+		ix.mu.Lock()
+		if ix.sets[key] == s {
+			delete(ix.sets, key)
+		}
+		ix.mu.Unlock()
+		return fmt.Errorf("apply product embedding changes of tenant %d: %w", key.tenant, err)
 	}
 	s.mu.Unlock()
 	s.lastSeq = changes[len(changes)-1].seq
+	if ix.cfg.MaxBytes > 0 {
+		ix.enforceBound(s) // the set may have grown past the budget: others go
+	}
 	return nil
 }
 
-// enforceBound drops the least recently searched sets, other than keep, while the vectors held
-// exceed MaxVectors.
+// enforceBound drops the least recently searched sets, other than keep, while the sets and the
+// loads in flight need more than MaxBytes.
 func (ix *Embedded) enforceBound(keep *tenantSet) {
-	if ix.cfg.MaxVectors <= 0 {
-		return
-	}
 	ix.mu.Lock()
-	defer ix.mu.Unlock()
+	victims := ix.overBudget(keep)
+	ix.mu.Unlock()
+	for _, s := range victims {
+		s.drop()
+	}
+}
+
+// overBudget removes from sets the least recently searched ones, other than keep, while the sets
+// and the loads in flight need more than MaxBytes, and returns them for the caller to drop
+// (outside ix.mu: a drop waits for the searches reading the set). ix.mu must be held.
+func (ix *Embedded) overBudget(keep *tenantSet) []*tenantSet {
+	if ix.cfg.MaxBytes <= 0 {
+		return nil
+	}
 	type entry struct {
 		s    *tenantSet
 		used int64
-		n    int
+		n    int64
 	}
 	var all []entry
-	total := 0
+	total := ix.reserved
 	for _, s := range ix.sets {
 		s.mu.RLock()
-		n := s.v.Len()
+		var n int64
+		if s.v != nil {
+			n = s.v.bytes()
+		}
 		s.mu.RUnlock()
 		total += n
 		if s != keep {
@@ -425,24 +623,32 @@ func (ix *Embedded) enforceBound(keep *tenantSet) {
 		}
 	}
 	slices.SortFunc(all, func(a, b entry) int { return int(min(max(a.used-b.used, -1), 1)) })
+	var victims []*tenantSet
 	for _, e := range all {
-		if total <= ix.cfg.MaxVectors {
+		if total <= ix.cfg.MaxBytes {
 			break
 		}
 		delete(ix.sets, e.s.key)
+		victims = append(victims, e.s)
 		total -= e.n
 	}
+	return victims
 }
 
 // evictIdle drops the sets not searched for IdleAfter.
 func (ix *Embedded) evictIdle() {
 	cutoff := ix.now().Add(-ix.cfg.IdleAfter).UnixNano()
+	var idle []*tenantSet
 	ix.mu.Lock()
-	defer ix.mu.Unlock()
 	for k, s := range ix.sets {
 		if s.lastUsed.Load() < cutoff {
 			delete(ix.sets, k)
+			idle = append(idle, s)
 		}
+	}
+	ix.mu.Unlock()
+	for _, s := range idle {
+		s.drop()
 	}
 }
 

@@ -2,12 +2,15 @@ package search
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/catalog"
+	"github.com/cohort-dev/cohort/internal/errs"
 )
 
 const model = "local-ngram-v1"
@@ -181,7 +184,10 @@ func TestIndexLoadsOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if st := ix.Stats(); st.Loads != 1 || st.Sets != 1 || st.Vectors != 300 || st.Bytes <= 300*384*4 {
+	// The heap holds the int8 codes (about a quarter of the float32 values), the float32 values
+	// are in the file.
+	if st := ix.Stats(); st.Loads != 1 || st.Sets != 1 || st.Vectors != 300 || st.FileBytes != 300*384*4 ||
+		st.Bytes <= 300*384 || st.Bytes >= 300*384*2 {
 		t.Fatalf("stats %+v, want one load of 300 vectors", st)
 	}
 	// A search that gives up while the load runs does not fail the others.
@@ -234,7 +240,8 @@ func TestIndexPruneFloor(t *testing.T) {
 	}
 }
 
-// TestIndexEviction: idle tenants are dropped; MaxVectors drops the least recently searched.
+// TestIndexEviction: idle tenants are dropped; MaxBytes drops the least recently searched; a
+// tenant larger than the whole budget is refused with a 503 that names the budget.
 func TestIndexEviction(t *testing.T) {
 	f := newFixture(t)
 	a, b := f.tenant("a"), f.tenant("b")
@@ -243,20 +250,92 @@ func TestIndexEviction(t *testing.T) {
 		f.bulk(tn, product("d1", "Linen summer dress"), product("c1", "Wool winter coat"), product("b1", "Boots"))
 		f.embed(tn)
 	}
-	ix := NewEmbedded(f.db.Pool, nil, f.clock.Now, IndexConfig{MaxVectors: 4, IdleAfter: time.Minute})
+	// One tenant's 3 vectors of 384 need 3*residentPerVector(384) plus one padded vector of
+	// scratch (2,808 bytes): the budget holds one tenant, not two.
+	ix := NewEmbedded(f.db.Pool, nil, f.clock.Now, IndexConfig{MaxBytes: 4000, IdleAfter: time.Minute})
 	topAll(t, ix, f, a, "dress")
 	f.clock.Advance(time.Second)
 	topAll(t, ix, f, b, "dress")
-	if st := ix.Stats(); st.Sets != 1 || st.Vectors != 3 {
-		t.Fatalf("stats %+v: loading b beyond MaxVectors keeps b only", st)
+	if st := ix.Stats(); st.Sets != 1 || st.Vectors != 3 || st.Bytes > 4000 {
+		t.Fatalf("stats %+v: loading b beyond MaxBytes keeps b only", st)
 	}
 	topAll(t, ix, f, a, "dress") // a again: b goes
+	if st := ix.Stats(); st.Sets != 1 || st.Loads != 3 {
+		t.Fatalf("stats %+v: a loaded again, b dropped", st)
+	}
 	f.clock.Advance(2 * time.Minute)
 	ix.evictIdle()
-	if st := ix.Stats(); st.Sets != 0 {
+	if st := ix.Stats(); st.Sets != 0 || st.FileBytes != 0 {
 		t.Fatalf("stats %+v after the idle time", st)
 	}
 	if got := topAll(t, ix, f, a, "dress"); len(got) != 3 {
 		t.Fatalf("reload: %v", got)
+	}
+
+	small := NewEmbedded(f.db.Pool, nil, f.clock.Now, IndexConfig{MaxBytes: 2000})
+	_, err := small.TopK(f.ctx, a, model, f.vector("dress"), 3, nil)
+	var coded *errs.CodedError
+	if !errors.As(err, &coded) || coded.Code != CodeIndexTooLarge || !errors.Is(err, errs.ErrUnavailable) ||
+		!strings.Contains(coded.Msg, "budget of 2.0 KiB (COHORT_SEARCH_MEMORY)") {
+		t.Fatalf("a tenant over the budget: %v, want 503 %s naming the budget", err, CodeIndexTooLarge)
+	}
+	if st := small.Stats(); st.Sets != 0 || st.Refused != 1 || st.LoadsInProgress != 0 {
+		t.Fatalf("stats %+v after the refusal", st)
+	}
+}
+
+// TestIndexLoadingAnswers503: while a tenant's vectors load, a search that must not wait (the
+// HTTP endpoint's) answers 503 search_index_loading with a Retry-After at once, and the load goes
+// on in the background; a search that waits (page generation's) gets the matches once it ends.
+func TestIndexLoadingAnswers503(t *testing.T) {
+	f := newFixture(t)
+	a := f.tenant("a")
+	f.apparelSchema(a)
+	f.bulk(a, product("d1", "Linen summer dress"), product("c1", "Wool winter coat"), product("b1", "Boots"))
+	f.embed(a)
+	ix := f.index(IndexConfig{})
+	// The load blocks on the lock until the test releases it.
+	lock, err := f.db.Pool.Begin(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(context.Background()) //nolint:errcheck // released below
+	if _, err := lock.Exec(f.ctx, `LOCK TABLE product_embeddings IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	q := f.vector("dress")
+	start := time.Now()
+	_, err = ix.TopK(failFast(f.ctx), a, model, q, 3, nil)
+	took := time.Since(start)
+	var coded *errs.CodedError
+	if !errors.As(err, &coded) || coded.Code != CodeIndexLoading || coded.RetryAfter <= 0 || !errors.Is(err, errs.ErrUnavailable) {
+		t.Fatalf("search while loading: %v, want 503 %s with a Retry-After", err, CodeIndexLoading)
+	}
+	t.Logf("503 %s after %v", CodeIndexLoading, took)
+	if took > time.Second { // LoadWait is 50 ms; a second leaves room for a loaded machine
+		t.Errorf("the 503 took %v", took)
+	}
+	waited := make(chan []Match, 1)
+	go func() {
+		ms, err := ix.TopK(f.ctx, a, model, q, 3, nil)
+		if err != nil {
+			t.Errorf("waiting search: %v", err)
+		}
+		waited <- ms
+	}()
+	if st := ix.Stats(); st.LoadsInProgress != 1 || st.Sets != 0 {
+		t.Fatalf("stats %+v while loading", st)
+	}
+	if err := lock.Rollback(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ms := <-waited; len(ms) != 3 {
+		t.Fatalf("the waiting search got %v", ms)
+	}
+	if ms, err := ix.TopK(failFast(f.ctx), a, model, q, 3, nil); err != nil || len(ms) != 3 {
+		t.Fatalf("after the load: %v %v", ms, err)
+	}
+	if st := ix.Stats(); st.Loads != 1 || st.LoadsDone != 1 || st.LoadsInProgress != 0 || st.LoadSeconds <= 0 {
+		t.Fatalf("stats %+v after the load", st)
 	}
 }

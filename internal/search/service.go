@@ -142,19 +142,25 @@ type Metadata struct {
 }
 
 // Query is the HTTP endpoint's search: the tenant's request is counted against the rate limit
-// first (an *errs.RateLimitedError beyond it), then searched.
+// first (an *errs.RateLimitedError beyond it), then searched; while the tenant's vectors load
+// (longer than IndexConfig.LoadWait) it answers a 503 *errs.CodedError CodeIndexLoading with a
+// RetryAfter, and the load goes on in the background.
 func (s *Service) Query(ctx context.Context, tenantID int64, in In) (*Result, error) {
 	if err := s.limiter.Take(ctx, tenantID); err != nil {
 		return nil, err
 	}
-	return s.Search(ctx, tenantID, in)
+	// A tenant whose vectors are still loading answers 503 CodeIndexLoading at once rather than
+	// hold the request for the load.
+	return s.Search(failFast(ctx), tenantID, in)
 }
 
 // Search embeds the query with the provider's embedding model and returns the tenant's closest
 // products by cosine similarity, without a rate limit (page generation calls it too). Errors:
 // *errs.ValidationError for bad input (fields q, limit, segment_id); errs.ErrNotFound for a
 // segment the tenant does not have; a *errs.CodedError of kind errs.ErrUnavailable and code
-// CodeEmbeddingUnavailable when the provider fails, times out or its breaker is open.
+// CodeEmbeddingUnavailable when the provider fails, times out or its breaker is open, or code
+// CodeIndexTooLarge when the tenant's vectors exceed the index's memory budget. It waits for a
+// load of the tenant's vectors.
 func (s *Service) Search(ctx context.Context, tenantID int64, in In) (*Result, error) {
 	start := s.now()
 	q, limit, err := validate(in)

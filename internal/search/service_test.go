@@ -629,3 +629,48 @@ func TestRelevanceLocalProvider(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryAnswersWhileLoadingSearchWaits: while the tenant's vectors load, the HTTP endpoint's
+// Query answers 503 search_index_loading at once and Search (page generation's) waits for the
+// load and returns the products.
+func TestQueryAnswersWhileLoadingSearchWaits(t *testing.T) {
+	f := newFixture(t)
+	a := f.tenant("a")
+	f.apparelSchema(a)
+	f.bulk(a, product("LD-1", "Linen dress"), product("WC-1", "Wool coat"))
+	f.embed(a)
+	svc := f.service(f.local, Config{})
+	lock, err := f.db.Pool.Begin(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(context.Background()) //nolint:errcheck // released below
+	if _, err := lock.Exec(f.ctx, `LOCK TABLE product_embeddings IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	in := In{Query: "linen dress"}
+	_, err = svc.Query(f.ctx, a, in)
+	var coded *errs.CodedError
+	if !errors.As(err, &coded) || coded.Code != CodeIndexLoading || coded.RetryAfter <= 0 {
+		t.Fatalf("Query while loading: %v, want %s", err, CodeIndexLoading)
+	}
+	got := make(chan *Result, 1)
+	go func() {
+		res, err := svc.Search(f.ctx, a, in)
+		if err != nil {
+			t.Errorf("Search: %v", err)
+		}
+		got <- res
+	}()
+	select {
+	case res := <-got:
+		t.Fatalf("Search returned %v before the load could finish", res)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := lock.Rollback(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-got; res == nil || len(res.Products) != 2 || res.Products[0].SKU != "LD-1" {
+		t.Fatalf("Search after the load: %+v", res)
+	}
+}

@@ -2,6 +2,7 @@ package search
 
 import (
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -39,39 +40,52 @@ func sortMatches(ms []Match) {
 // sum can overflow; beyond this size it would be too coarse to prune well.
 const maxQuantDims = 8192
 
-// vectors is one tenant's vectors of one model and size, in memory. Vector i belongs to product
-// ids[i] and is stored twice, contiguously:
+// vectors is one tenant's vectors of one model and size. Vector i belongs to product ids[i] and
+// is stored twice, contiguously:
 //
-//   - f32[i*f32Stride:]: the float32 values (as stored in Postgres, renormalised only when their
-//     length is not 1), zero-padded to f32Stride. The scores come from these alone.
-//   - i8[i*i8Stride:]: the same vector quantised to int8 with its own scale (v ≈ scale[i]*v8),
-//     zero-padded to i8Stride, and qerr[i] >= ‖v - scale[i]*v8‖. A quarter of the bytes: the scan
-//     reads these to bound every score and computes the exact score only of the vectors whose
-//     bound can reach the top k (see topK).
+//   - i8[i*i8Stride:], in memory: the vector quantised to int8 with its own scale
+//     (v ≈ scale[i]*v8), zero-padded to i8Stride, and qerr[i] >= ‖v - scale[i]*v8‖. The scan reads
+//     these to bound every score and computes the exact score only of the vectors whose bound can
+//     reach the top k (see topK). This is all a vector keeps on the heap: about dims+44 bytes
+//     (residentPerVector).
+//   - f32[i*f32Stride:], in the set's file (f32File, memory-mapped, outside the heap): the float32
+//     values (as stored in Postgres, renormalised only when their length is not 1), zero-padded to
+//     f32Stride. The scores come from these alone.
 //
-// Not safe for concurrent use: the index guards it with a RWMutex.
+// Not safe for concurrent use: the index guards it with a RWMutex. close releases the file.
 type vectors struct {
 	dims, f32Stride, i8Stride int // i8Stride 0: no quantised copy
 	ids                       []int64
-	f32                       []float32
+	f32                       []float32 // a view of file's mapping, len = Len()*f32Stride
+	file                      *f32File
+	scratch                   []float32 // one padded vector: upsert prepares it before writing
 	i8                        []int8
 	scale, qerr               []float32
 	pos                       map[int64]int32
 	// Upper bounds over every vector ever stored (removals do not lower them): ‖v‖ and
 	// ‖scale*v8‖.
 	maxNorm, maxQNorm float64
+	capHint           int // vectors to make room for at the first write
 }
 
-func newVectors(dims, capacity int) *vectors {
-	v := &vectors{dims: dims, f32Stride: roundUp(dims, f32Block), pos: make(map[int64]int32, capacity)}
+// newVectors makes an empty set whose float32 file goes in the system's temporary directory.
+func newVectors(dims, capacity int) *vectors { return newVectorsIn("", dims, capacity) }
+
+// newVectorsIn makes an empty set whose float32 file goes in dir ("" for the temporary
+// directory), with room for capacity vectors in memory.
+func newVectorsIn(dir string, dims, capacity int) *vectors {
+	v := &vectors{dims: dims, f32Stride: roundUp(dims, f32Block), pos: make(map[int64]int32, capacity), capHint: capacity}
+	v.file = &f32File{dir: dir}
+	v.scratch = make([]float32, v.f32Stride)
 	v.ids = make([]int64, 0, capacity)
-	v.f32 = make([]float32, 0, capacity*v.f32Stride)
 	if dims <= maxQuantDims {
 		v.i8Stride = roundUp(dims, i8Block)
 		v.i8 = make([]int8, 0, capacity*v.i8Stride)
 		v.scale = make([]float32, 0, capacity)
 		v.qerr = make([]float32, 0, capacity)
 	}
+	// A set nobody holds any more (a load that failed half-way, a test's) gives its file back.
+	runtime.AddCleanup(v, func(ff *f32File) { ff.close() }, v.file)
 	return v
 }
 
@@ -80,33 +94,65 @@ func roundUp(n, m int) int { return (n + m - 1) / m * m }
 // Len is the number of vectors.
 func (v *vectors) Len() int { return len(v.ids) }
 
-// bytes is the memory the vectors hold, the id map estimated.
+// residentPerVector is the heap one vector of dims takes in a set: its id (in ids and the id
+// map), its int8 codes, scale and error bound. The float32 values are in the file.
+func residentPerVector(dims int) int64 {
+	const idAndMap = 8 + mapEntry
+	if dims > maxQuantDims {
+		return idAndMap
+	}
+	return idAndMap + int64(roundUp(dims, i8Block)) + 8
+}
+
+// mapEntry is the id map's estimated share per entry (key, value and the table's own).
+const mapEntry = 24
+
+// bytes is the heap the vectors hold, the id map estimated; the float32 file is not in it
+// (fileBytes).
 func (v *vectors) bytes() int64 {
-	const mapEntry = 24 // key, value and the map's own share per entry
-	return int64(cap(v.ids))*8 + int64(cap(v.f32))*4 + int64(cap(v.i8)) + int64(cap(v.scale)+cap(v.qerr))*4 +
-		int64(len(v.pos))*mapEntry
+	return int64(cap(v.ids))*8 + int64(cap(v.i8)) + int64(cap(v.scale)+cap(v.qerr))*4 + int64(len(v.pos))*mapEntry +
+		int64(cap(v.scratch))*4
+}
+
+// fileBytes is the size of the float32 values in the file.
+func (v *vectors) fileBytes() int64 { return int64(len(v.f32)) * 4 }
+
+// close releases the file; the set must not be used afterwards.
+func (v *vectors) close() {
+	v.file.close()
+	v.f32 = nil
 }
 
 // upsert stores the vector of product id (len(vec) == dims). A vector with a value that is not
 // finite is stored as zeros; one whose length is not 1 is scaled to length 1 (cosine similarity is
-// the dot product of unit vectors); a zero vector stays zero and scores 0.
-func (v *vectors) upsert(id int64, vec []float32) {
-	i, ok := v.pos[id]
-	if !ok {
+// the dot product of unit vectors); a zero vector stays zero and scores 0. An error (the file
+// could not grow or be written) leaves the set as it was for a new id; for a held one its float32
+// values are then undefined, and the caller drops the set.
+func (v *vectors) upsert(id int64, vec []float32) error {
+	dst := v.scratch
+	copy(dst, vec[:v.dims])
+	clear(dst[v.dims:])
+	norm := normalize(dst[:v.dims])
+	i, held := v.pos[id]
+	if !held {
 		i = int32(len(v.ids))
+		if err := v.reserve(int(i) + 1); err != nil {
+			return err
+		}
+	}
+	if err := v.file.write(int(i)*v.f32Stride, dst); err != nil {
+		return err
+	}
+	if !held {
 		v.pos[id] = i
 		v.ids = append(v.ids, id)
-		v.f32 = slices.Grow(v.f32, v.f32Stride)[:len(v.f32)+v.f32Stride]
+		v.f32 = v.file.floats()[:len(v.f32)+v.f32Stride]
 		if v.i8Stride > 0 {
 			v.i8 = slices.Grow(v.i8, v.i8Stride)[:len(v.i8)+v.i8Stride]
 			v.scale = append(v.scale, 0)
 			v.qerr = append(v.qerr, 0)
 		}
 	}
-	dst := v.f32[int(i)*v.f32Stride : (int(i)+1)*v.f32Stride]
-	copy(dst, vec[:v.dims])
-	clear(dst[v.dims:])
-	norm := normalize(dst)
 	v.maxNorm = max(v.maxNorm, norm)
 	if v.i8Stride > 0 {
 		q8 := v.i8[int(i)*v.i8Stride : (int(i)+1)*v.i8Stride]
@@ -114,32 +160,52 @@ func (v *vectors) upsert(id int64, vec []float32) {
 		v.scale[i], v.qerr[i], qnorm = quantize(dst[:v.dims], q8)
 		v.maxQNorm = max(v.maxQNorm, qnorm)
 	}
+	return nil
 }
 
-// remove drops the vector of product id, if held; the last vector takes its slot.
-func (v *vectors) remove(id int64) {
+// reserve makes the file hold at least n vectors, doubling it when it must grow.
+func (v *vectors) reserve(n int) error {
+	have := len(v.file.floats()) / v.f32Stride
+	if n <= have {
+		return nil
+	}
+	want := max(n, 2*have, v.capHint, 1024)
+	if err := v.file.grow(want * v.f32Stride * 4); err != nil {
+		return err
+	}
+	v.f32 = v.file.floats()[:len(v.f32)]
+	return nil
+}
+
+// remove drops the vector of product id, if held; the last vector takes its slot. An error
+// (the file could not be written) leaves the set unusable: the caller drops it.
+func (v *vectors) remove(id int64) error {
 	i, ok := v.pos[id]
 	if !ok {
-		return
+		return nil
 	}
-	delete(v.pos, id)
 	last := int32(len(v.ids) - 1)
 	if i != last {
+		copy(v.scratch, v.f32[int(last)*v.f32Stride:])
+		if err := v.file.write(int(i)*v.f32Stride, v.scratch); err != nil {
+			return err
+		}
 		moved := v.ids[last]
 		v.ids[i] = moved
 		v.pos[moved] = i
-		copy(v.f32[int(i)*v.f32Stride:(int(i)+1)*v.f32Stride], v.f32[int(last)*v.f32Stride:])
 		if v.i8Stride > 0 {
 			copy(v.i8[int(i)*v.i8Stride:(int(i)+1)*v.i8Stride], v.i8[int(last)*v.i8Stride:])
 			v.scale[i], v.qerr[i] = v.scale[last], v.qerr[last]
 		}
 	}
+	delete(v.pos, id)
 	v.ids = v.ids[:last]
 	v.f32 = v.f32[:int(last)*v.f32Stride]
 	if v.i8Stride > 0 {
 		v.i8 = v.i8[:int(last)*v.i8Stride]
 		v.scale, v.qerr = v.scale[:last], v.qerr[:last]
 	}
+	return nil
 }
 
 // normalize makes x a unit vector in place unless it is one already (within float32 rounding),

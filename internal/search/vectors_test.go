@@ -121,19 +121,37 @@ func TestTopKEqualsPlainScan(t *testing.T) {
 				}
 			}
 			check(t, "loaded")
-			// Updates, removals and re-additions move vectors between slots.
+			// Updates, removals and re-additions move vectors between slots (in the mapped file:
+			// cur is what each product's float32 values must be, kept on the heap by the test).
+			cur := map[int64][]float32{}
+			for i, x := range sh.vecs {
+				cur[1000+int64(i)] = x
+			}
 			for i := 0; i < len(sh.vecs); i += 3 {
 				v.remove(1000 + int64(i))
+				delete(cur, 1000+int64(i))
 			}
 			for i := 1; i < len(sh.vecs); i += 7 {
-				v.upsert(1000+int64(i), randomUnit(rng, sh.dims))
+				x := randomUnit(rng, sh.dims)
+				v.upsert(1000+int64(i), x)
+				cur[1000+int64(i)] = x
 			}
 			for i := 0; i < len(sh.vecs); i += 6 {
 				v.upsert(1000+int64(i), sh.vecs[i])
+				cur[1000+int64(i)] = sh.vecs[i]
 			}
 			v.remove(-5) // not held
-			if len(v.pos) != v.Len() {
-				t.Fatalf("pos has %d entries for %d vectors", len(v.pos), v.Len())
+			if len(v.pos) != v.Len() || v.Len() != len(cur) {
+				t.Fatalf("pos has %d entries for %d vectors, want %d", len(v.pos), v.Len(), len(cur))
+			}
+			for id, x := range cur {
+				want := make([]float32, v.f32Stride)
+				copy(want, x)
+				normalize(want[:sh.dims])
+				i := int(v.pos[id])
+				if got := v.f32[i*v.f32Stride : (i+1)*v.f32Stride]; !slices.Equal(got, want) {
+					t.Fatalf("product %d: the file holds %v..., want %v...", id, got[:4], want[:4])
+				}
 			}
 			check(t, "changed")
 		})
