@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cohort-dev/cohort/internal/breaker"
 	"io"
 	"net/http"
 	"net/url"
@@ -28,7 +29,7 @@ type OpenAI struct {
 	batchSize      int
 	timeout        time.Duration
 	metrics        *Metrics // nil: none
-	chatBreaker    *breaker
+	chatBreaker    *breaker.Breaker
 }
 
 var _ Provider = (*OpenAI)(nil)
@@ -79,16 +80,14 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 	if cfg.BreakerFailures < 0 || cfg.BreakerCooldown < 0 {
 		return nil, fmt.Errorf("openai chat breaker: failures %d and cooldown %s must not be negative", cfg.BreakerFailures, cfg.BreakerCooldown)
 	}
-	p.chatBreaker = &breaker{now: cfg.Now, threshold: cfg.BreakerFailures, cooldown: cfg.BreakerCooldown}
-	if p.chatBreaker.now == nil {
-		p.chatBreaker.now = time.Now
+	failures, cooldown := cfg.BreakerFailures, cfg.BreakerCooldown
+	if failures == 0 {
+		failures = DefaultBreakerFailures
 	}
-	if p.chatBreaker.threshold == 0 {
-		p.chatBreaker.threshold = DefaultBreakerFailures
+	if cooldown == 0 {
+		cooldown = DefaultBreakerCooldown
 	}
-	if p.chatBreaker.cooldown == 0 {
-		p.chatBreaker.cooldown = DefaultBreakerCooldown
-	}
+	p.chatBreaker = breaker.New(cfg.Now, failures, cooldown)
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}
@@ -237,7 +236,7 @@ func (p *OpenAI) embedBatch(parent context.Context, batch []string) (_ [][]float
 // errBreakerOpen is the answer of a chat call while the breaker is open.
 func (p *OpenAI) errBreakerOpen(op string) error {
 	return &ProviderError{Provider: ProviderOpenAI, Op: op, Kind: ErrUnavailable,
-		Message: fmt.Sprintf("circuit open after %d consecutive failures; the next call is tried within %s", p.chatBreaker.threshold, p.chatBreaker.cooldown)}
+		Message: fmt.Sprintf("circuit open after %d consecutive failures; the next call is tried within %s", p.chatBreaker.Threshold(), p.chatBreaker.Cooldown())}
 }
 
 // Chat runs one non-streaming chat completion within Config.Timeout, through the chat breaker.
@@ -247,10 +246,10 @@ func (p *OpenAI) Chat(parent context.Context, req ChatRequest) (_ ChatResponse, 
 		return ChatResponse{}, err
 	}
 	defer func(start time.Time) { p.metrics.observe(ProviderOpenAI, OpChat, start, err) }(time.Now())
-	if !p.chatBreaker.allow() {
+	if !p.chatBreaker.Allow() {
 		return ChatResponse{}, p.errBreakerOpen("chat")
 	}
-	defer func() { p.chatBreaker.settle(err) }()
+	defer func() { settle(p.chatBreaker, err) }()
 	ctx, cancel := context.WithTimeout(parent, p.timeout)
 	defer cancel()
 	meta := &respMeta{}
@@ -305,10 +304,10 @@ func (p *OpenAI) ChatStream(parent context.Context, req ChatRequest, fn func(Str
 	if fn == nil {
 		fn = func(StreamEvent) error { return nil }
 	}
-	if !p.chatBreaker.allow() {
+	if !p.chatBreaker.Allow() {
 		return ChatResponse{}, p.errBreakerOpen("chat stream")
 	}
-	defer func() { p.chatBreaker.settle(err) }()
+	defer func() { settle(p.chatBreaker, err) }()
 
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)

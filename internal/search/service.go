@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cohort-dev/cohort/internal/breaker"
 	"log/slog"
 	"math"
 	"slices"
@@ -69,7 +70,7 @@ type Service struct {
 	now      func() time.Time
 	log      *slog.Logger
 	limiter  *RateLimiter
-	breaker  *breaker
+	breaker  *breaker.Breaker
 	timeout  time.Duration
 	members  memberCache
 	counts   productCounts
@@ -100,7 +101,7 @@ func NewService(pool *pgxpool.Pool, embedder Embedder, index Index, now func() t
 	return &Service{
 		pool: pool, embedder: embedder, index: index, now: now, log: log,
 		limiter: &RateLimiter{pool: pool, now: now, bucket: RateBucket, limit: cfg.RateLimit, window: cfg.RateWindow},
-		breaker: newBreaker(now, cfg.BreakerFailures, cfg.BreakerCooldown), timeout: cfg.EmbedTimeout,
+		breaker: breaker.New(now, cfg.BreakerFailures, cfg.BreakerCooldown), timeout: cfg.EmbedTimeout,
 	}
 }
 
@@ -252,7 +253,7 @@ func validate(in In) (string, int, error) {
 
 // embed calls the provider through the breaker.
 func (s *Service) embed(ctx context.Context, q string) ([]float32, error) {
-	if !s.breaker.allow() {
+	if !s.breaker.Allow() {
 		return nil, errs.Coded(errs.ErrUnavailable, CodeEmbeddingUnavailable,
 			"the embedding service is failing; searches resume when it answers again")
 	}
@@ -264,22 +265,22 @@ func (s *Service) embed(ctx context.Context, q string) ([]float32, error) {
 	}
 	if err != nil {
 		if ctx.Err() != nil { // the caller gave up: nothing learnt about the provider
-			s.breaker.abandon()
+			s.breaker.Abandon()
 			return nil, ctx.Err()
 		}
-		wasOpen := s.breaker.isOpen()
-		s.breaker.failure()
-		if !wasOpen && s.breaker.isOpen() {
+		wasOpen := s.breaker.IsOpen()
+		s.breaker.Failure()
+		if !wasOpen && s.breaker.IsOpen() {
 			// The failures themselves reach the log with each search's error.
 			s.log.Warn("embedding provider failing: searches answer 503 without calling it for the cool-down",
-				"consecutive_failures", s.breaker.threshold, "cool_down", s.breaker.cooldown)
+				"consecutive_failures", s.breaker.Threshold(), "cool_down", s.breaker.Cooldown())
 		}
 		// The cause is in the text for the log, not in the chain: its kind is the provider's
 		// business, the caller's is unavailable.
 		return nil, fmt.Errorf("%w (%v)", errs.Coded(errs.ErrUnavailable, CodeEmbeddingUnavailable,
 			"the embedding service is unavailable; try again shortly"), err)
 	}
-	s.breaker.success()
+	s.breaker.Success()
 	return vecs[0], nil
 }
 
