@@ -371,7 +371,8 @@ func (ix *Embedded) runLoad(ctx context.Context, key setKey, c *loadCall) {
 		if errors.As(err, &coded) {
 			c.err = err
 		} else {
-			c.err = fmt.Errorf("load product vectors of tenant %d: %w", key.tenant, err)
+			// Postgres or the vectors' file failed: a dependency, not the request (503).
+			c.err = fmt.Errorf("load product vectors of tenant %d: %w: %w", key.tenant, errs.ErrUnavailable, err)
 		}
 		return
 	}

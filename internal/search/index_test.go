@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -337,5 +338,21 @@ func TestIndexLoadingAnswers503(t *testing.T) {
 	}
 	if st := ix.Stats(); st.Loads != 1 || st.LoadsDone != 1 || st.LoadsInProgress != 0 || st.LoadSeconds <= 0 {
 		t.Fatalf("stats %+v after the load", st)
+	}
+}
+
+// TestIndexLoadFailureIsUnavailable: a load that cannot write the vectors' file (here: its
+// directory does not exist) fails the search as a dependency failure (the API's 503), never as
+// an unclassified error (a 500).
+func TestIndexLoadFailureIsUnavailable(t *testing.T) {
+	f := newFixture(t)
+	a := f.tenant("a")
+	f.apparelSchema(a)
+	f.bulk(a, product("p1", "Linen dress"), product("p2", "Wool coat"))
+	f.embed(a)
+	ix := f.index(IndexConfig{Dir: filepath.Join(t.TempDir(), "missing")})
+	_, err := ix.TopK(f.ctx, a, model, f.vector("dress"), 1, nil)
+	if err == nil || !errors.Is(err, errs.ErrUnavailable) {
+		t.Fatalf("TopK with an unwritable vectors dir: %v, want errs.ErrUnavailable", err)
 	}
 }
