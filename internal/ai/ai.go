@@ -73,6 +73,26 @@ type Provider interface {
 	ChatStream(ctx context.Context, req ChatRequest, fn func(StreamEvent) error) (ChatResponse, error)
 }
 
+// Replay streams a complete response to fn as a streaming provider would: its content as one
+// delta, then each tool call. Providers that answer whole (the offline planner, test scripts) use
+// it for ChatStream. A nil fn receives nothing.
+func Replay(resp ChatResponse, fn func(StreamEvent) error) error {
+	if fn == nil {
+		return nil
+	}
+	if resp.Content != "" {
+		if err := fn(StreamEvent{ContentDelta: resp.Content}); err != nil {
+			return err
+		}
+	}
+	for i := range resp.ToolCalls {
+		if err := fn(StreamEvent{ToolCall: &resp.ToolCalls[i]}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Message is one turn of a conversation.
 type Message struct {
 	Role       string     // system | user | assistant | tool

@@ -265,7 +265,7 @@ func storableJSON(p []byte) string {
 				inString = false
 			case '\\':
 				if i+1 < len(p) && p[i+1] == 'u' && i+5 < len(p) {
-					r := hex4(p[i+2 : i+6])
+					r := jsontext.Hex4(p[i+2 : i+6])
 					switch {
 					case r == 0:
 						return "must not contain NUL characters (\\u0000)"
@@ -273,7 +273,7 @@ func storableJSON(p []byte) string {
 						if i+11 >= len(p) || p[i+6] != '\\' || p[i+7] != 'u' {
 							return "has an unpaired surrogate escape"
 						}
-						if lo := hex4(p[i+8 : i+12]); lo < 0xDC00 || lo > 0xDFFF {
+						if lo := jsontext.Hex4(p[i+8 : i+12]); lo < 0xDC00 || lo > 0xDFFF {
 							return "has an unpaired surrogate escape"
 						}
 						i += 11
@@ -317,24 +317,6 @@ func storableJSON(p []byte) string {
 		}
 	}
 	return ""
-}
-
-func hex4(b []byte) rune {
-	var r rune
-	for _, c := range b {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c-'a') + 10
-		case c >= 'A' && c <= 'F':
-			r |= rune(c-'A') + 10
-		default:
-			return -1
-		}
-	}
-	return r
 }
 
 func atoiSmall(b []byte) int {

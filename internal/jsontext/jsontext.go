@@ -62,8 +62,14 @@ func hex4(p []byte, i int) rune {
 	if i+4 > len(p) {
 		return -1
 	}
+	return Hex4(p[i : i+4])
+}
+
+// Hex4 decodes the hex digits of a \u escape (b holds the four after "\u"), or returns -1
+// when one is not a hex digit.
+func Hex4(b []byte) rune {
 	var r rune
-	for _, c := range p[i : i+4] {
+	for _, c := range b {
 		r <<= 4
 		switch {
 		case c >= '0' && c <= '9':

@@ -33,17 +33,8 @@ func (Planner) ChatStream(ctx context.Context, req ai.ChatRequest, fn func(ai.St
 		return ai.ChatResponse{}, err
 	}
 	resp := planStep(req.Messages)
-	if fn != nil {
-		if resp.Content != "" {
-			if err := fn(ai.StreamEvent{ContentDelta: resp.Content}); err != nil {
-				return ai.ChatResponse{}, err
-			}
-		}
-		for i := range resp.ToolCalls {
-			if err := fn(ai.StreamEvent{ToolCall: &resp.ToolCalls[i]}); err != nil {
-				return ai.ChatResponse{}, err
-			}
-		}
+	if err := ai.Replay(resp, fn); err != nil {
+		return ai.ChatResponse{}, err
 	}
 	return resp, nil
 }

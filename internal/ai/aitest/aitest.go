@@ -146,17 +146,8 @@ func (p *Provider) ChatStream(ctx context.Context, req ai.ChatRequest, fn func(a
 	}
 	resp := st.Response
 	resp.ToolCalls = slices.Clone(resp.ToolCalls)
-	if fn != nil {
-		if resp.Content != "" {
-			if err := fn(ai.StreamEvent{ContentDelta: resp.Content}); err != nil {
-				return ai.ChatResponse{}, err
-			}
-		}
-		for i := range resp.ToolCalls {
-			if err := fn(ai.StreamEvent{ToolCall: &resp.ToolCalls[i]}); err != nil {
-				return ai.ChatResponse{}, err
-			}
-		}
+	if err := ai.Replay(resp, fn); err != nil {
+		return ai.ChatResponse{}, err
 	}
 	return resp, nil
 }
