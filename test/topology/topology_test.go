@@ -791,6 +791,14 @@ func (tp *topo) activityAttempts(t *testing.T, since time.Time) (timedOut int, b
 				case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
 					a := ev.GetActivityTaskStartedEventAttributes()
 					started[a.ScheduledEventId] = a.Attempt
+					// A retried attempt carries why the one before ended: a timeout means it waited.
+					if f := a.GetLastFailure(); a.Attempt > 1 && f != nil {
+						waited := f.GetTimeoutFailureInfo() != nil
+						if waited {
+							timedOut++
+						}
+						t.Logf("retried: %s %s attempt %d after %q (timeout: %v) on %s", e.Execution.WorkflowId, scheduled[a.ScheduledEventId], a.Attempt, f.GetMessage(), waited, a.Identity)
+					}
 				case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED,
 					enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT, enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCELED:
 					sid := scheduledID(ev)
