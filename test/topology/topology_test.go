@@ -20,6 +20,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
@@ -233,6 +235,7 @@ type topo struct {
 	secret   string
 	token    string // the tenant's bearer token (segments)
 	slug     string
+	model    *slowModel
 	http     *http.Client
 }
 
@@ -327,6 +330,10 @@ func startTopology(t *testing.T) *topo {
 	}
 	t.Cleanup(tp.pool.Close)
 
+	tp.model = &slowModel{vecs: map[int]*ai.Local{}}
+	modelServer := httptest.NewServer(tp.model)
+	t.Cleanup(modelServer.Close)
+
 	run := fmt.Sprintf("topo%d", time.Now().UnixNano()%1e9)
 	dataDir := filepath.Join(tmp, "data") // COHORT_BLOB_STORE=local: the volume every replica shares
 	common := append(baseEnv,
@@ -342,7 +349,10 @@ func startTopology(t *testing.T) *topo {
 		"COHORT_WAREHOUSE=postgres",
 		"COHORT_BLOB_STORE=local",
 		"COHORT_DATA_DIR="+dataDir,
-		"COHORT_AI_PROVIDER=local",
+		"COHORT_AI_PROVIDER=openai", // the slow model below, in this process
+		"OPENAI_BASE_URL="+modelServer.URL+"/v1",
+		"OPENAI_API_KEY=sk-topology-test",
+		"OPENAI_EMBEDDING_DIMENSIONS=64",
 		"COHORT_LOG_FORMAT=json",
 		"COHORT_LOG_LEVEL=info",
 		"COHORT_WORKER_STOP_TIMEOUT=20s",
@@ -674,6 +684,9 @@ func (tp *topo) rollingBulk(t *testing.T) {
 			t.Fatalf("create query %d: %d", k, code)
 		}
 	}
+	// Page copy takes 1.5 s, as a (fast) real model's would: the SIGTERM finds copies in flight.
+	tp.model.copyDelay.Store(int64(1500 * time.Millisecond))
+	defer tp.model.copyDelay.Store(0)
 	bulkStart := time.Now()
 	var started struct {
 		JobID int64 `json:"job_id"`
@@ -686,11 +699,12 @@ func (tp *topo) rollingBulk(t *testing.T) {
 	if !waitUntil(60*time.Second, func() bool {
 		job = bulkJob{}
 		tp.do(0, http.MethodGet, jobPath, nil, &job)
-		return job.Completed+job.Failed >= 1
+		return job.Completed+job.Failed >= 1 && tp.model.inFlight.Load() >= 2
 	}) {
 		t.Fatalf("the bulk job did not start within 60s: %+v", job)
 	}
-	t.Logf("before SIGTERM worker2: job %s, %d/%d completed, %d failed", job.Status, job.Completed, job.Total, job.Failed)
+	finished, cutOff := tp.model.finished.Load(), tp.model.cutOff.Load()
+	t.Logf("before SIGTERM worker2: job %s, %d/%d completed, %d failed; page copies in flight %d", job.Status, job.Completed, job.Total, job.Failed, tp.model.inFlight.Load())
 	if job.Completed+job.Failed >= job.Total {
 		t.Fatalf("the bulk job finished before the rolling restart: %+v", job)
 	}
@@ -698,7 +712,11 @@ func (tp *topo) rollingBulk(t *testing.T) {
 	took := tp.workers[1].stop(t, syscall.SIGTERM, 40*time.Second)
 	job = bulkJob{}
 	tp.do(0, http.MethodGet, jobPath, nil, &job)
-	t.Logf("after SIGTERM worker2 (exited in %v): job %s, %d/%d completed, %d failed", took.Round(time.Millisecond), job.Status, job.Completed, job.Total, job.Failed)
+	t.Logf("after SIGTERM worker2 (exited in %v): job %s, %d/%d completed, %d failed; page copies meanwhile finished %d, cut off %d",
+		took.Round(time.Millisecond), job.Status, job.Completed, job.Total, job.Failed, tp.model.finished.Load()-finished, tp.model.cutOff.Load()-cutOff)
+	if n := tp.model.cutOff.Load() - cutOff; n != 0 {
+		t.Errorf("%d page copies cut off by the stopping worker, want them finished", n)
+	}
 	w2log := tp.workers[1].log()
 	for _, want := range []string{`"msg":"signal received: stopping"`, `"msg":"temporal worker stopping`} {
 		if !strings.Contains(w2log, want) {
