@@ -441,7 +441,8 @@ func (c *Config) Validate(role Role) error {
 		if c.AI.Provider == "openai" {
 			need("OPENAI_API_KEY", c.AI.APIKey)
 		}
-		if role == RoleServe {
+		// The API hands out links; a worker writing to the local blob store signs them too.
+		if role == RoleServe || c.Blob == "local" {
 			need("COHORT_PUBLIC_URL", c.PublicBaseURL)
 		}
 	case RoleMigrate:

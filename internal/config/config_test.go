@@ -583,6 +583,8 @@ func TestValidateRequiredSettings(t *testing.T) {
 		},
 		{name: "worker without PUBSUB_SUBSCRIPTION", role: config.RoleWorker, env: with(workerEnv(), map[string]string{"PUBSUB_SUBSCRIPTION": "\x00"}), missing: []string{"PUBSUB_SUBSCRIPTION"}},
 		{name: "worker does not need COHORT_PUBLIC_URL", role: config.RoleWorker, env: workerEnv()},
+		{name: "worker with the local blob store needs COHORT_PUBLIC_URL", role: config.RoleWorker,
+			env: with(workerEnv(), map[string]string{"COHORT_BLOB_STORE": "local", "GCS_BUCKET": "\x00"}), missing: []string{"COHORT_PUBLIC_URL"}},
 		{name: "worker without COHORT_SECRET_KEY", role: config.RoleWorker, env: with(workerEnv(), map[string]string{"COHORT_SECRET_KEY": "\x00"}), missing: []string{"COHORT_SECRET_KEY"}},
 		{name: "worker openai without key", role: config.RoleWorker, env: with(workerEnv(), map[string]string{"COHORT_AI_PROVIDER": "openai"}), missing: []string{"OPENAI_API_KEY"}},
 		{name: "worker bigquery without dataset", role: config.RoleWorker, env: with(workerEnv(), map[string]string{"BIGQUERY_DATASET": "\x00"}), missing: []string{"BIGQUERY_DATASET"}},
