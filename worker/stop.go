@@ -92,7 +92,13 @@ func (t *activityTracker) ended(count func(*stopStats)) {
 	if t.stopping {
 		count(&t.stats)
 		if t.running == 0 {
-			close(t.idle)
+			// An activity may start after the stop began (a task polled just before it) and end
+			// once idle is closed already: close it once.
+			select {
+			case <-t.idle:
+			default:
+				close(t.idle)
+			}
 		}
 	}
 }

@@ -6,15 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
+	"github.com/cohort-dev/cohort/internal/ai/openaifake"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/cohort-dev/cohort/internal/ai"
-	"github.com/cohort-dev/cohort/internal/pagegen"
 )
 
 // The runbooks in deploy/runbooks carry their locally runnable commands in fenced ```sh blocks
@@ -301,102 +298,6 @@ func TestRunbookBackfillEvents(t *testing.T) {
 	}
 }
 
-// outageProvider is an OpenAI-compatible server for TestRunbookAIProviderOutage: while down it
-// answers 503 to every request; while up it serves GET /v1/models, embeddings (the local
-// provider's vectors of the requested size) and chat completions whose content is the page copy
-// the local provider would write for the products in the prompt (pagegen's user prompt).
-type outageProvider struct {
-	down atomic.Bool
-	mu   sync.Mutex
-	vecs map[int]*ai.Local
-}
-
-func (p *outageProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	raw, _ := io.ReadAll(r.Body)
-	w.Header().Set("Content-Type", "application/json")
-	if p.down.Load() {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, `{"error":{"message":"The server is overloaded or not ready yet.","type":"server_error"}}`)
-		return
-	}
-	var body struct {
-		Model      string   `json:"model"`
-		Input      []string `json:"input"`
-		Dimensions int      `json:"dimensions"`
-		Stream     bool     `json:"stream"`
-		Messages   []struct {
-			Role    string `json:"role"`
-			Content string `json:"content"`
-		} `json:"messages"`
-	}
-	_ = json.Unmarshal(raw, &body)
-	var out any
-	switch r.URL.Path {
-	case "/v1/models":
-		out = map[string]any{"object": "list", "data": []any{}}
-	case "/v1/embeddings":
-		p.mu.Lock()
-		local := p.vecs[body.Dimensions]
-		if local == nil {
-			local, _ = ai.NewLocal(ai.Config{Dimensions: body.Dimensions})
-			p.vecs[body.Dimensions] = local
-		}
-		p.mu.Unlock()
-		vecs, _ := local.Embed(r.Context(), body.Input)
-		data := make([]map[string]any, len(vecs))
-		for i, v := range vecs {
-			data[i] = map[string]any{"object": "embedding", "index": i, "embedding": v}
-		}
-		out = map[string]any{"object": "list", "data": data, "model": body.Model, "usage": map[string]int{"prompt_tokens": len(vecs), "total_tokens": len(vecs)}}
-	case "/v1/chat/completions":
-		var req pagegen.Request
-		for _, m := range body.Messages {
-			if m.Role != ai.RoleUser || !strings.HasPrefix(m.Content, "Search query: ") {
-				continue
-			}
-			head, products, _ := strings.Cut(m.Content, "(JSON):\n")
-			for line := range strings.SplitSeq(head, "\n") {
-				if v, ok := strings.CutPrefix(line, "Search query: "); ok {
-					req.Query = v
-				} else if v, ok := strings.CutPrefix(line, "Page title: "); ok {
-					req.Title = v
-				}
-			}
-			_ = json.Unmarshal([]byte(products), &req.Products)
-			break
-		}
-		c, err := pagegen.New(nil).Generate(r.Context(), req)
-		if err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = fmt.Fprintf(w, `{"error":{"message":%q,"type":"invalid_request_error"}}`, err.Error())
-			return
-		}
-		content, _ := json.Marshal(map[string]any{"intro_copy": c.IntroCopy, "blocks": c.Blocks})
-		if body.Stream { // page copy streams: one content chunk, the finish, the usage, [DONE]
-			w.Header().Set("Content-Type", "text/event-stream")
-			for _, chunk := range []map[string]any{
-				{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": string(content)}}}},
-				{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": "stop"}}},
-				{"choices": []any{}, "usage": map[string]int{"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}},
-			} {
-				chunk["id"], chunk["object"], chunk["created"], chunk["model"] = "chatcmpl-1", "chat.completion.chunk", 1700000000, body.Model
-				raw, _ := json.Marshal(chunk)
-				_, _ = fmt.Fprintf(w, "data: %s\n\n", raw)
-			}
-			_, _ = io.WriteString(w, "data: [DONE]\n\n")
-			return
-		}
-		out = map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000, "model": body.Model,
-			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": string(content)}, "finish_reason": "stop"}},
-			"usage":   map[string]int{"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}}
-	default:
-		w.WriteHeader(http.StatusNotFound)
-		_, _ = io.WriteString(w, `{"error":{"message":"Unknown request URL","type":"invalid_request_error"}}`)
-		return
-	}
-	_ = json.NewEncoder(w).Encode(out)
-}
-
 // TestRunbookAIProviderOutage runs deploy/runbooks/ai-provider-outage.md against a cohort dev
 // whose AI provider (COHORT_AI_PROVIDER=openai) is an OpenAI-compatible server in this process.
 // With the provider up, 5 products are embedded and a page is generated. The provider then
@@ -407,7 +308,7 @@ func (p *outageProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // retries). The provider comes back and the recovery block waits for the backlog to drain,
 // searches, and regenerates the page, which becomes ready with a new version.
 func TestRunbookAIProviderOutage(t *testing.T) {
-	fake := &outageProvider{vecs: map[int]*ai.Local{}}
+	fake := &openaifake.Server{}
 	provider := httptest.NewServer(fake)
 	t.Cleanup(provider.Close)
 	const apiKey = "sk-runbook-test"
@@ -462,7 +363,7 @@ func TestRunbookAIProviderOutage(t *testing.T) {
 	eventually(t, "the page generated", func() bool { p := getPage(pg.ID); pg.Version = p.Version; return p.Status == "ready" })
 
 	// Down: new products wait, searches answer 503.
-	fake.down.Store(true)
+	fake.Down.Store(true)
 	saveProducts("cotton", 20)
 	eventually(t, "an embedding call refused by the provider", func() bool {
 		_, fams := scrape(t, s.base+"/metrics")
@@ -509,7 +410,7 @@ func TestRunbookAIProviderOutage(t *testing.T) {
 	}
 
 	// Back up: the recovery block drains, searches and regenerates.
-	fake.down.Store(false)
+	fake.Down.Store(false)
 	out = sh.run(t, "ai-provider-outage.md recover", runbookBlocks(t, "ai-provider-outage.md", "ai-outage-recover"))
 	wantLines(t, "ai-provider-outage.md recover", out,
 		"provider: 200",

@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/cohort-dev/cohort/internal/ai/openaifake"
 	"io"
 	"net"
 	"net/http"
@@ -40,7 +41,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
@@ -235,7 +235,7 @@ type topo struct {
 	secret   string
 	token    string // the tenant's bearer token (segments)
 	slug     string
-	model    *slowModel
+	model    *openaifake.Server
 	http     *http.Client
 }
 
@@ -330,7 +330,7 @@ func startTopology(t *testing.T) *topo {
 	}
 	t.Cleanup(tp.pool.Close)
 
-	tp.model = &slowModel{vecs: map[int]*ai.Local{}}
+	tp.model = &openaifake.Server{}
 	modelServer := httptest.NewServer(tp.model)
 	t.Cleanup(modelServer.Close)
 
@@ -685,8 +685,8 @@ func (tp *topo) rollingBulk(t *testing.T) {
 		}
 	}
 	// Page copy takes 1.5 s, as a (fast) real model's would: the SIGTERM finds copies in flight.
-	tp.model.copyDelay.Store(int64(1500 * time.Millisecond))
-	defer tp.model.copyDelay.Store(0)
+	tp.model.CopyDelay.Store(int64(1500 * time.Millisecond))
+	defer tp.model.CopyDelay.Store(0)
 	bulkStart := time.Now()
 	var started struct {
 		JobID int64 `json:"job_id"`
@@ -699,12 +699,12 @@ func (tp *topo) rollingBulk(t *testing.T) {
 	if !waitUntil(60*time.Second, func() bool {
 		job = bulkJob{}
 		tp.do(0, http.MethodGet, jobPath, nil, &job)
-		return job.Completed+job.Failed >= 1 && tp.model.inFlight.Load() >= 2
+		return job.Completed+job.Failed >= 1 && tp.model.InFlight.Load() >= 2
 	}) {
 		t.Fatalf("the bulk job did not start within 60s: %+v", job)
 	}
-	finished, cutOff := tp.model.finished.Load(), tp.model.cutOff.Load()
-	t.Logf("before SIGTERM worker2: job %s, %d/%d completed, %d failed; page copies in flight %d", job.Status, job.Completed, job.Total, job.Failed, tp.model.inFlight.Load())
+	finished, cutOff := tp.model.Finished.Load(), tp.model.CutOff.Load()
+	t.Logf("before SIGTERM worker2: job %s, %d/%d completed, %d failed; page copies in flight %d", job.Status, job.Completed, job.Total, job.Failed, tp.model.InFlight.Load())
 	if job.Completed+job.Failed >= job.Total {
 		t.Fatalf("the bulk job finished before the rolling restart: %+v", job)
 	}
@@ -713,8 +713,8 @@ func (tp *topo) rollingBulk(t *testing.T) {
 	job = bulkJob{}
 	tp.do(0, http.MethodGet, jobPath, nil, &job)
 	t.Logf("after SIGTERM worker2 (exited in %v): job %s, %d/%d completed, %d failed; page copies meanwhile finished %d, cut off %d",
-		took.Round(time.Millisecond), job.Status, job.Completed, job.Total, job.Failed, tp.model.finished.Load()-finished, tp.model.cutOff.Load()-cutOff)
-	if n := tp.model.cutOff.Load() - cutOff; n != 0 {
+		took.Round(time.Millisecond), job.Status, job.Completed, job.Total, job.Failed, tp.model.Finished.Load()-finished, tp.model.CutOff.Load()-cutOff)
+	if n := tp.model.CutOff.Load() - cutOff; n != 0 {
 		t.Errorf("%d page copies cut off by the stopping worker, want them finished", n)
 	}
 	w2log := tp.workers[1].log()

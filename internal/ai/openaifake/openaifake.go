@@ -1,6 +1,11 @@
-//go:build topology
-
-package topology
+// Package openaifake is an OpenAI-compatible server for end-to-end tests whose processes call
+// a real provider over HTTP (COHORT_AI_PROVIDER=openai, OPENAI_BASE_URL=<its URL>/v1): GET
+// /v1/models; embeddings are the local provider's vectors of the requested size; a chat
+// completion (streamed or not) is the page copy the local provider would write for the products
+// in pagegen's user prompt, answered after CopyDelay. Down makes it answer 503 to everything, as
+// a provider in an outage does. It counts the page copies in flight, finished and cut off (the
+// caller went away).
+package openaifake
 
 import (
 	"encoding/json"
@@ -16,24 +21,26 @@ import (
 	"github.com/cohort-dev/cohort/internal/pagegen"
 )
 
-// slowModel is an OpenAI-compatible server for the topology's processes
-// (COHORT_AI_PROVIDER=openai): embeddings are the local provider's vectors of the requested size,
-// and a chat completion is the page copy the local provider would write for the prompt's products,
-// streamed after copyDelay, so a rolling restart finds page copies in flight as it would with a
-// real model. It counts the page copies in flight, finished and cut off (the caller went away).
-type slowModel struct {
-	copyDelay atomic.Int64 // nanoseconds
-	inFlight  atomic.Int64
-	finished  atomic.Int64
-	cutOff    atomic.Int64
+// Server is an http.Handler; its zero value is ready to serve.
+type Server struct {
+	Down      atomic.Bool  // answer 503 to every request
+	CopyDelay atomic.Int64 // nanoseconds before a chat completion is answered
+	InFlight  atomic.Int64 // chat completions being answered
+	Finished  atomic.Int64 // chat completions answered
+	CutOff    atomic.Int64 // chat completions whose caller went away first
 
 	mu   sync.Mutex
 	vecs map[int]*ai.Local
 }
 
-func (p *slowModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (p *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
 	w.Header().Set("Content-Type", "application/json")
+	if p.Down.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `{"error":{"message":"The server is overloaded or not ready yet.","type":"server_error"}}`)
+		return
+	}
 	var body struct {
 		Model      string   `json:"model"`
 		Input      []string `json:"input"`
@@ -50,6 +57,9 @@ func (p *slowModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
 	case "/v1/embeddings":
 		p.mu.Lock()
+		if p.vecs == nil {
+			p.vecs = map[int]*ai.Local{}
+		}
 		local := p.vecs[body.Dimensions]
 		if local == nil {
 			local, _ = ai.NewLocal(ai.Config{Dimensions: body.Dimensions})
@@ -87,12 +97,12 @@ func (p *slowModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		content, _ := json.Marshal(map[string]any{"intro_copy": c.IntroCopy, "blocks": c.Blocks})
-		p.inFlight.Add(1)
-		defer p.inFlight.Add(-1)
+		p.InFlight.Add(1)
+		defer p.InFlight.Add(-1)
 		select {
-		case <-time.After(time.Duration(p.copyDelay.Load())):
+		case <-time.After(time.Duration(p.CopyDelay.Load())):
 		case <-r.Context().Done():
-			p.cutOff.Add(1)
+			p.CutOff.Add(1)
 			return
 		}
 		usage := map[string]int{"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}
@@ -100,7 +110,7 @@ func (p *slowModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000, "model": body.Model,
 				"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": string(content)}, "finish_reason": "stop"}},
 				"usage":   usage})
-			p.finished.Add(1)
+			p.Finished.Add(1)
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -114,7 +124,7 @@ func (p *slowModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_, _ = fmt.Fprintf(w, "data: %s\n\n", raw)
 		}
 		_, _ = io.WriteString(w, "data: [DONE]\n\n")
-		p.finished.Add(1)
+		p.Finished.Add(1)
 	default:
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = io.WriteString(w, `{"error":{"message":"Unknown request URL","type":"invalid_request_error"}}`)
