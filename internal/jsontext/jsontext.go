@@ -5,6 +5,7 @@
 package jsontext
 
 import (
+	"github.com/cohort-dev/cohort/internal/ingest/wire"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -103,24 +104,21 @@ type walker struct {
 	done  bool
 }
 
-func (w *walker) skipSpace(i int) int {
-	for i < len(w.p) && (w.p[i] == ' ' || w.p[i] == '\t' || w.p[i] == '\n' || w.p[i] == '\r') {
-		i++
-	}
-	return i
-}
+func (w *walker) skipSpace(i int) int { return wire.SkipSpace(w.p, i) }
 
-// str returns the index after the string at p[i] == '"', or -1.
-func (w *walker) str(i int) int {
-	for i++; i < len(w.p); i++ {
-		switch w.p[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
+// after reads what follows an element of an object or array closed by end: the index of the next
+// element and false after a comma, the index after end and true at the end, -1 otherwise.
+func (w *walker) after(i int, end byte) (int, bool) {
+	i = w.skipSpace(i)
+	switch {
+	case i >= len(w.p):
+		return -1, true
+	case w.p[i] == end:
+		return i + 1, true
+	case w.p[i] != ',':
+		return -1, true
 	}
-	return -1
+	return w.skipSpace(i + 1), false
 }
 
 // hit records path when off lies in p[start:end].
@@ -140,7 +138,7 @@ func (w *walker) value(i int, path []string) int {
 	}
 	switch w.p[i] {
 	case '"':
-		end := w.str(i)
+		end := wire.SkipString(w.p, i)
 		if end < 0 {
 			return -1
 		}
@@ -155,7 +153,7 @@ func (w *walker) value(i int, path []string) int {
 			if w.p[i] != '"' {
 				return -1
 			}
-			end := w.str(i)
+			end := wire.SkipString(w.p, i)
 			if end < 0 || w.hit(i, end, path) {
 				return -1
 			}
@@ -173,17 +171,11 @@ func (w *walker) value(i int, path []string) int {
 			if i < 0 {
 				return -1
 			}
-			i = w.skipSpace(i)
-			if i >= len(w.p) {
-				return -1
+			next, closed := w.after(i, '}')
+			if closed {
+				return next
 			}
-			if w.p[i] == '}' {
-				return i + 1
-			}
-			if w.p[i] != ',' {
-				return -1
-			}
-			i = w.skipSpace(i + 1)
+			i = next
 		}
 		return -1
 	case '[':
@@ -196,22 +188,13 @@ func (w *walker) value(i int, path []string) int {
 			if i < 0 {
 				return -1
 			}
-			i = w.skipSpace(i)
-			if i >= len(w.p) {
-				return -1
+			next, closed := w.after(i, ']')
+			if closed {
+				return next
 			}
-			if w.p[i] == ']' {
-				return i + 1
-			}
-			if w.p[i] != ',' {
-				return -1
-			}
-			i = w.skipSpace(i + 1)
+			i = next
 		}
 		return -1
 	}
-	for i < len(w.p) && !strings.ContainsRune(",}] \t\r\n", rune(w.p[i])) {
-		i++
-	}
-	return i
+	return wire.SkipValue(w.p, i) // a number, true, false or null
 }
