@@ -23,7 +23,7 @@ func TestIDColumnsCollateC(t *testing.T) {
 	rows, err := conn.Query(ctx, `SELECT table_schema || '.' || table_name || '.' || column_name, coalesce(collation_name, '')
 		FROM information_schema.columns
 		WHERE table_schema IN ('public', 'warehouse') AND data_type = 'text'
-		  AND column_name IN ('user_id', 'event_id', 'event_type', 'property')
+		  AND column_name IN ('user_id', 'anonymous_id', 'event_id', 'event_type', 'property')
 		ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
