@@ -16,6 +16,7 @@ import (
 // last requests are written too.
 func (c *core) pagesAPI(st *workflows.Starter) *api.PagesDeps {
 	svc := c.openPages(st)
+	c.reg.MustRegister(page.NewCounterCollector(svc))
 	c.closers = append(c.closers, supervisePageCounts(svc, c.log))
 	return &api.PagesDeps{Service: svc}
 }

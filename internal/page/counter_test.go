@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cohort-dev/cohort/internal/testenv"
 )
@@ -183,4 +184,57 @@ func TestNewFlushID(t *testing.T) {
 	if a == b || len(a) != 36 || a[14] != '4' || a[8] != '-' {
 		t.Fatalf("flush ids %q %q", a, b)
 	}
+}
+
+// TestCounterCollector: the metrics show the reads pending in memory and the flush outcomes.
+func TestCounterCollector(t *testing.T) {
+	e := newEnv(t, Options{})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCounterCollector(e.svc))
+	q := e.query(e.a, "metrics")
+	p := e.page(e.a, CreateInput{Query: &q.ID})
+	for range 3 {
+		e.svc.counter.record(e.a, p.ID, -1, time.Now())
+	}
+	for _, step := range []struct {
+		name  string
+		flush bool
+		want  map[string]float64
+	}{
+		{"three reads counted", false, map[string]float64{"cohort_page_views_pending_pages": 1, "cohort_page_views_pending": 3, "written": 0}},
+		{"flushed", true, map[string]float64{"cohort_page_views_pending_pages": 0, "cohort_page_views_pending": 0, "written": 1, "failed": 0}},
+	} {
+		if step.flush {
+			if err := e.svc.Flush(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := gather(t, reg)
+		for k, v := range step.want {
+			if got[k] != v {
+				t.Errorf("%s: %s = %v, want %v (all: %v)", step.name, k, got[k], v, got)
+			}
+		}
+	}
+}
+
+// gather returns the registry's series: gauges by name, flush counters by outcome.
+func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			switch {
+			case m.GetGauge() != nil:
+				out[f.GetName()] = m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				out[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
 }
