@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/cohort-dev/cohort/internal/ai"
+	"github.com/cohort-dev/cohort/internal/auth"
 	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/page"
 	"github.com/cohort-dev/cohort/internal/pagebuild"
@@ -260,6 +262,7 @@ func (s *Server) publicPage(c *gin.Context) {
 	if isHead(c.Request) { // a HEAD checks the page; nobody read it
 		ctx = page.WithoutCounting(ctx)
 	}
+	ctx = s.visitorContext(ctx, c)
 	body, err := s.d.Pages.Service.PublicPage(ctx, c.Param("tenant_slug"), c.Param("page_slug"), c.GetHeader("User-Agent"))
 	if err != nil {
 		abort(c, err)
@@ -272,4 +275,27 @@ func (s *Server) publicPage(c *gin.Context) {
 	}
 	s.d.Metrics.PageRead(metrics.ReadOK)
 	c.Data(http.StatusOK, "application/json; charset=utf-8", body)
+}
+
+// visitorContext honours X-Cohort-Visitor-User-Agent (page.VisitorUserAgentHeader): a storefront
+// that renders server-side passes its visitor's User-Agent with its key, and the read is counted
+// as the visitor's. Only a secret key (Authorization: ApiKey sk_ or X-API-Key) or a Bearer token,
+// the credentials of the other /api/ai-pages/ routes, counts, and only for a page of its tenant
+// (the service compares); without one, with a public key or session token (they live in
+// browsers), or with an invalid one the header is ignored and the read stays a public read
+// counted with the request's own User-Agent, never a 401.
+func (s *Server) visitorContext(ctx context.Context, c *gin.Context) context.Context {
+	vals, ok := c.Request.Header[http.CanonicalHeaderKey(page.VisitorUserAgentHeader)]
+	if !ok || s.d.Auth == nil {
+		return ctx
+	}
+	cred, err := s.d.Auth.Authenticate(ctx, c.GetHeader("Authorization"), c.GetHeader("X-API-Key"), true)
+	if err != nil || (cred.Kind != auth.KindSecretKey && cred.Kind != auth.KindBearer) {
+		return ctx
+	}
+	ua := ""
+	if len(vals) > 0 {
+		ua = vals[0]
+	}
+	return page.WithVisitorUserAgent(ctx, cred.TenantID, ua)
 }

@@ -185,6 +185,11 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout
 	if err != nil {
 		return err
 	}
+	// Stopped first: the HTTP server has stopped by then (the reads of its last requests are
+	// counted), and the final flush of page views does not wait for the worker's stop.
+	if c.stopPageCounts != nil {
+		stops = append(stops, c.stopPageCounts)
+	}
 
 	ui := uiURL
 	if ui == "" {

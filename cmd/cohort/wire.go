@@ -68,6 +68,9 @@ type core struct {
 	metricsOnAPI bool        // serve /metrics on the API port (dev without a metrics listener)
 	// spend limits and meters the tenants' model tokens (wire_aispend.go).
 	spend *aispend.Service
+	// stopPageCounts stops the page view counter's flusher after its final flush (wire_pages.go;
+	// nil before pagesAPI). A closer too; dev calls it as soon as its HTTP server stopped.
+	stopPageCounts func()
 }
 
 type coreOptions struct {

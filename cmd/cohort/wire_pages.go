@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/cohort-dev/cohort/api"
@@ -11,12 +12,15 @@ import (
 )
 
 // pagesAPI builds the /api/ai-pages/ endpoints' dependencies: a page service that starts page
-// generation through st and counts public reads in memory. Its flusher runs
-// until the core closes, which a role does after its HTTP server stopped, so the reads of the
-// last requests are written too.
+// generation through st and counts public reads in memory. Its flusher runs until
+// c.stopPageCounts, which the core's close calls (a role closes it after its HTTP server
+// stopped; dev calls it right then, before stopping its worker), so the reads of the last
+// requests are written too.
 func (c *core) pagesAPI(st *workflows.Starter) *api.PagesDeps {
 	svc := c.openPages(st)
-	c.closers = append(c.closers, supervisePageCounts(svc, c.log))
+	c.reg.MustRegister(page.NewCounterCollector(svc))
+	c.stopPageCounts = sync.OnceFunc(supervisePageCounts(svc, c.log))
+	c.closers = append(c.closers, c.stopPageCounts)
 	return &api.PagesDeps{Service: svc}
 }
 

@@ -3,7 +3,10 @@ package page
 // Crawlers are the User-Agent tokens of known AI crawlers and assistants. A public read whose
 // User-Agent contains one of them as a whole word (case-insensitively; letters, digits, "_" and
 // "-" make up words, so "GPTBot/1.1" matches GPTBot and "NotGPTBotX" does not) sets the page's
-// last_ai_crawl_at and counts under that name in its ai_crawls. Add a token here to track it.
+// last_ai_crawl_at and counts under that name in its ai_crawls (page_ai_crawls keeps a row per
+// page and crawler name, so a token added here needs no migration; one removed keeps its rows).
+// Google-Extended and Applebot-Extended are robots.txt tokens their crawlers do not send; they
+// count when a User-Agent names them. Add a token here to track it.
 var Crawlers = []string{
 	"GPTBot",
 	"OAI-SearchBot",
@@ -23,6 +26,15 @@ var Crawlers = []string{
 	"Google-Extended",
 	"anthropic-ai",
 	"cohere-ai",
+	"Applebot-Extended",
+	"meta-externalfetcher",
+	"FacebookBot",
+	"Google-CloudVertexBot",
+	"Gemini-Deep-Research",
+	"YouBot",
+	"AI2Bot",
+	"Diffbot",
+	"cohere-training-data-crawler",
 }
 
 // crawlerMatcher finds the first known crawler token in a User-Agent.

@@ -98,7 +98,8 @@ const (
 // Service owns the AIQueries, generated pages, versions and bulk jobs of every tenant.
 type Service struct {
 	pool     *pgxpool.Pool
-	gen      Generator // nil where generation is not started (answers 503)
+	flushDB  txBeginner // begins view count flushes: pool
+	gen      Generator  // nil where generation is not started (answers 503)
 	now      func() time.Time
 	log      *slog.Logger
 	opts     Options
@@ -128,6 +129,7 @@ func NewService(pool *pgxpool.Pool, gen Generator, now func() time.Time, log *sl
 	}
 	return &Service{
 		pool:     pool,
+		flushDB:  pool,
 		gen:      gen,
 		now:      now,
 		log:      log,

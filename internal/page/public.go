@@ -141,7 +141,8 @@ type publicPageJSON struct {
 // An unknown tenant, an unknown or unpublished page and another tenant's page are the same
 // not-found error. Each read counts one view (in memory, written by Run), and a User-Agent that
 // names a known AI crawler (Crawlers) records a crawl; view_count includes the reads not yet
-// written, this one among them. A read through a WithoutCounting context counts nothing.
+// written, this one among them. A read through a WithoutCounting context counts nothing; one
+// through a WithVisitorUserAgent context of the page's tenant is counted with that User-Agent.
 func (s *Service) PublicPage(ctx context.Context, tenantSlug, pageSlug, userAgent string) ([]byte, error) {
 	if !tenantSlugRE.MatchString(tenantSlug) || checkSlug(pageSlug) != "" {
 		return nil, errPublicNotFound()
@@ -159,6 +160,9 @@ func (s *Service) PublicPage(ctx context.Context, tenantSlug, pageSlug, userAgen
 		return nil, errPublicNotFound()
 	}
 	views := e.base
+	if v, ok := ctx.Value(visitorKey{}).(visitor); ok && v.tenantID == e.tenantID {
+		userAgent = v.userAgent
+	}
 	if !s.opts.DisableViewCounting && !uncounted(ctx) {
 		s.counter.record(e.tenantID, e.pageID, s.crawlers.match(userAgent), now)
 		views += e.local.Add(1)
@@ -179,6 +183,26 @@ func WithoutCounting(ctx context.Context) context.Context {
 }
 
 func uncounted(ctx context.Context) bool { return ctx.Value(uncountedKey{}) != nil }
+
+// visitorKey marks a context whose public read is counted as a storefront visitor's.
+type visitorKey struct{}
+
+type visitor struct {
+	tenantID  int64
+	userAgent string
+}
+
+// WithVisitorUserAgent returns ctx marked so that a PublicPage read through it of a page of
+// tenantID is counted with userAgent (the storefront's visitor's, VisitorUserAgentHeader) in
+// place of the request's own; a read of another tenant's page ignores it. The caller marks a
+// context only for a request that proved to be tenantID's (its key).
+func WithVisitorUserAgent(ctx context.Context, tenantID int64, userAgent string) context.Context {
+	return context.WithValue(ctx, visitorKey{}, visitor{tenantID: tenantID, userAgent: userAgent})
+}
+
+// VisitorUserAgentHeader is the header in which a storefront that renders pages server-side
+// passes its visitor's User-Agent on a public read made with its key (api/openapi.yaml).
+const VisitorUserAgentHeader = "X-Cohort-Visitor-User-Agent"
 
 func (s *Service) loadPublic(ctx context.Context, tenantSlug, pageSlug string) (*publicEntry, error) {
 	var (
