@@ -12,6 +12,10 @@ import (
 	"github.com/cohort-dev/cohort/internal/catalog"
 )
 
+// ErrTypeWorkerStopping is the failure type of an activity handed back by a stopping worker
+// (worker/stop.go): it is not the activity's failure, and another worker takes the work.
+const ErrTypeWorkerStopping = "WorkerStopping"
+
 // Error types of product embedding failures.
 const (
 	// ErrTypeNoEmbeddingProvider: the worker has no AI provider; not retried.
