@@ -3,12 +3,18 @@ package activities
 import (
 	"context"
 	"errors"
+	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/catalog"
 )
+
+// ErrTypeWorkerStopping is the failure type of an activity handed back by a stopping worker
+// (worker/stop.go): it is not the activity's failure, and another worker takes the work.
+const ErrTypeWorkerStopping = "WorkerStopping"
 
 // Error types of product embedding failures.
 const (
@@ -39,9 +45,15 @@ type EmbedPendingResult struct {
 	Failed     int
 	Parked     int
 	More       bool // ready queue rows are left
+	// NextReadyIn: rows not ready now (leased by a drain that may have died, or backed off) are
+	// ready in this long, when that is within catalog.EmbeddingLease; 0 otherwise.
+	NextReadyIn time.Duration
 }
 
-// EmbedPending drains one batch of the tenant's embedding queue with one provider call. Texts
+// EmbedPending drains one batch of the tenant's embedding queue with one provider call, and
+// heartbeats when it holds its rows and at each renewal of their lease
+// (catalog.EmbeddingLeaseRenewEvery), so a drain whose worker died is retried within the
+// heartbeat timeout; the rows it held are ready again within catalog.EmbeddingLease. Texts
 // the provider refuses are no error: the domain counts an attempt on their rows and parks them
 // after catalog.MaxEmbedAttempts. Every error is retried by Temporal: an unreachable or busy
 // provider recovers, and a provider that refuses our credentials or model recovers once its
@@ -51,12 +63,16 @@ func (a *ProductEmbeddings) EmbedPending(ctx context.Context, in EmbedPendingInp
 	if a.AI == nil {
 		return EmbedPendingResult{}, temporal.NewNonRetryableApplicationError("no ai provider is configured for product embeddings", ErrTypeNoEmbeddingProvider, nil)
 	}
-	res, err := a.Catalog.DrainEmbeddings(ai.WithSpend(ctx, in.TenantID, ai.OpProductEmbed), in.TenantID, a.AI, in.Limit)
+	alive := func() {}
+	if activity.IsActivity(ctx) {
+		alive = func() { activity.RecordHeartbeat(ctx) }
+	}
+	res, err := a.Catalog.DrainEmbeddingsAlive(ai.WithSpend(ctx, in.TenantID, ai.OpProductEmbed), in.TenantID, a.AI, in.Limit, alive)
 	if err != nil {
 		return EmbedPendingResult{}, embedError(err)
 	}
 	return EmbedPendingResult{Read: res.Read, Embedded: res.Embedded, Unchanged: res.Unchanged, Superseded: res.Superseded,
-		Failed: res.Failed, Parked: res.Parked, More: res.More}, nil
+		Failed: res.Failed, Parked: res.Parked, More: res.More, NextReadyIn: res.NextReadyIn}, nil
 }
 
 // embedError is a drain's error as the activity returns it: retried, after the provider's

@@ -9,13 +9,17 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/cohort-dev/cohort/activities"
 )
 
 // ErrTypeWorkerStopping is the failure type of an activity handed back by a stopping worker: a
 // retryable failure, so the server schedules the next attempt at once (on another worker)
 // instead of waiting for the attempt's timeout. A heartbeating activity's retry resumes from its
 // last heartbeat where it keeps one (catalogue imports).
-const ErrTypeWorkerStopping = "WorkerStopping"
+// Workflows whose heartbeating activities have an attempt limit schedule a handed-back call
+// again rather than retry it (workflows/handback.go), so hand-backs use none of its attempts.
+const ErrTypeWorkerStopping = activities.ErrTypeWorkerStopping
 
 // errHandBack is the cause of the cancellation a stopping worker gives heartbeating activities.
 var errHandBack = errors.New("the worker is stopping: activity handed back for another worker")

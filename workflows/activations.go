@@ -83,15 +83,18 @@ func ActivationSync(ctx workflow.Context, in ActivationSyncInput) (ActivationSyn
 	if begun.SkipReason != "" {
 		return out, nil
 	}
-	push := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	push := workflow.WithActivityOptions(ctx, handBackSafe(workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Hour,
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Minute, MaximumAttempts: 8,
 		},
-	})
-	err := workflow.ExecuteActivity(push, act.PushSync, activities.PushSyncInput{TenantID: in.TenantID, SyncRunID: begun.SyncRunID}).
-		Get(ctx, &out.PushSyncResult)
+	}))
+	pushIn := activities.PushSyncInput{TenantID: in.TenantID, SyncRunID: begun.SyncRunID}
+	err := workflow.ExecuteActivity(push, act.PushSync, pushIn).Get(ctx, &out.PushSyncResult)
+	for n := 0; retryHandBack(ctx, err, &n); {
+		err = workflow.ExecuteActivity(push, act.PushSync, pushIn).Get(ctx, &out.PushSyncResult)
+	}
 	finish := activities.FinishSyncInput{TenantID: in.TenantID, SyncRunID: begun.SyncRunID}
 	if err != nil {
 		finish.Error = failureMessage("sync", err)

@@ -27,10 +27,27 @@ const (
 	// its history stays small however long a big import keeps it busy.
 	EmbedDrainsPerRun = 200
 
-	embedStartToClose = 2 * time.Minute // below catalog.EmbeddingLease
+	embedStartToClose = 2 * time.Minute
+	// embedHeartbeat is the drain's heartbeat timeout (from productEmbeddingsHeartbeats on): the
+	// drain heartbeats at each renewal of its lease (catalog.EmbeddingLeaseRenewEvery), so the
+	// server retries a drain whose worker died within this long, not at the start-to-close
+	// timeout. A heartbeating drain is also handed back by a stopping worker.
+	embedHeartbeat = 20 * time.Second
+	// embedLeaseWaitMax bounds the wait for leased rows (EmbedPendingResult.NextReadyIn, at most
+	// catalog.EmbeddingLease).
+	embedLeaseWaitMax = time.Minute
 	// embedGiveUp ends a drain that kept failing (a provider down, a bad API key): the workflow
 	// fails visibly, the rows stay queued, and the sweep starts a new run within a minute.
 	embedGiveUp = time.Hour
+)
+
+// Versions of ProductEmbeddings' command sequence (workflow.GetVersion).
+const (
+	productEmbeddingsVersionID = "product-embeddings"
+	// productEmbeddingsHeartbeats: the drain has a heartbeat timeout, and when the queue's only
+	// rows are leased (by a drain that died) the workflow waits until their lease ends
+	// (NextReadyIn) and drains again, instead of ending and leaving them to the sweep.
+	productEmbeddingsHeartbeats = 1
 )
 
 // ProductEmbeddingsID is the tenant's embedding workflow: "product-embeddings:<tenant>".
@@ -56,7 +73,8 @@ var productEmbeddingActs *activities.ProductEmbeddings
 
 // ProductEmbeddings embeds the tenant's queued products: it drains batches until the queue is
 // empty, then lingers (EmbedLinger) for a signal; a signal means drain again; when the linger
-// ends it drains once more and ends if that found nothing and no signal is pending. After
+// ends it drains once more and ends if that found nothing and no signal is pending, unless rows
+// are leased (NextReadyIn): then it waits for them (or a signal) and drains again. After
 // EmbedDrainsPerRun drains it continues as new. Signals carry no data: the queue in Postgres is
 // the work, so a signal dropped at continue-as-new loses nothing (the next run drains first).
 func ProductEmbeddings(ctx workflow.Context, in ProductEmbeddingsInput) (ProductEmbeddingsResult, error) {
@@ -64,7 +82,9 @@ func ProductEmbeddings(ctx workflow.Context, in ProductEmbeddingsInput) (Product
 	if in.Limit <= 0 {
 		in.Limit = EmbedBatch
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	heartbeats := workflow.GetVersion(ctx, productEmbeddingsVersionID, workflow.DefaultVersion,
+		productEmbeddingsHeartbeats) >= productEmbeddingsHeartbeats
+	opts := workflow.ActivityOptions{
 		StartToCloseTimeout:    embedStartToClose,
 		ScheduleToCloseTimeout: embedGiveUp,
 		RetryPolicy: &temporal.RetryPolicy{
@@ -73,7 +93,11 @@ func ProductEmbeddings(ctx workflow.Context, in ProductEmbeddingsInput) (Product
 			MaximumInterval:        time.Minute,
 			NonRetryableErrorTypes: []string{activities.ErrTypeNoEmbeddingProvider},
 		},
-	})
+	}
+	if heartbeats {
+		opts.HeartbeatTimeout = embedHeartbeat
+	}
+	actx := workflow.WithActivityOptions(ctx, opts)
 	signals := workflow.GetSignalChannel(ctx, SignalEmbed)
 	// takeSignals consumes the pending signals and says whether there were any.
 	takeSignals := func() bool {
@@ -99,11 +123,11 @@ func ProductEmbeddings(ctx workflow.Context, in ProductEmbeddingsInput) (Product
 		out.Parked += res.Parked
 		return res, err
 	}
-	// linger waits for a signal or the linger timer and says whether a signal came.
-	linger := func() bool {
+	// linger waits for a signal or a timer of d and says whether a signal came.
+	linger := func(d time.Duration) bool {
 		tctx, cancel := workflow.WithCancel(ctx)
 		defer cancel()
-		timer := workflow.NewTimer(tctx, EmbedLinger)
+		timer := workflow.NewTimer(tctx, d)
 		signalled := false
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(signals, func(c workflow.ReceiveChannel, _ bool) {
@@ -126,7 +150,7 @@ func ProductEmbeddings(ctx workflow.Context, in ProductEmbeddingsInput) (Product
 			}
 			needDrain = res.More
 		}
-		if linger() {
+		if linger(EmbedLinger) {
 			needDrain = true
 			continue
 		}
@@ -139,6 +163,11 @@ func ProductEmbeddings(ctx workflow.Context, in ProductEmbeddingsInput) (Product
 		case res.Read > 0:
 			// Work came in while lingering: linger again.
 		case takeSignals():
+			needDrain = true
+		case heartbeats && res.NextReadyIn > 0:
+			// Rows are leased by a drain that died (or back off briefly): wait until they are
+			// ready, or for a signal, and drain again.
+			linger(min(res.NextReadyIn, embedLeaseWaitMax))
 			needDrain = true
 		default:
 			return out, nil

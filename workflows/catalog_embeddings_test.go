@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -85,6 +86,22 @@ func TestProductEmbeddings(t *testing.T) {
 			want:  []time.Duration{0, 0, 0, EmbedLinger},
 		},
 		{
+			name:  "rows leased by a drain that died: wait for the lease and drain again",
+			steps: []embedStep{empty, {res: activities.EmbedPendingResult{NextReadyIn: 20 * s}}, last(2)},
+			want:  []time.Duration{0, EmbedLinger, EmbedLinger + 20*s, 2*EmbedLinger + 20*s},
+		},
+		{
+			name:    "a signal while waiting for leased rows drains at once",
+			steps:   []embedStep{empty, {res: activities.EmbedPendingResult{NextReadyIn: 20 * s}}, last(1)},
+			signals: []time.Duration{EmbedLinger + 3*s},
+			want:    []time.Duration{0, EmbedLinger, EmbedLinger + 3*s, 2*EmbedLinger + 3*s},
+		},
+		{
+			name:  "a wait for leased rows is bounded",
+			steps: []embedStep{empty, {res: activities.EmbedPendingResult{NextReadyIn: time.Hour}}},
+			want:  []time.Duration{0, EmbedLinger, EmbedLinger + embedLeaseWaitMax, 2*EmbedLinger + embedLeaseWaitMax},
+		},
+		{
 			name:  "a failed drain is retried",
 			steps: []embedStep{{err: errors.New("ai provider unavailable")}, last(1)},
 			want:  []time.Duration{0, s, s + EmbedLinger},
@@ -126,11 +143,15 @@ func runProductEmbeddings(t *testing.T, c embedCase) {
 		start time.Time
 	)
 	env.OnActivity(productEmbeddingActs.EmbedPending, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.EmbedPendingInput) (activities.EmbedPendingResult, error) {
+		func(ctx context.Context, in activities.EmbedPendingInput) (activities.EmbedPendingResult, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if in != (activities.EmbedPendingInput{TenantID: testTenant, Limit: EmbedBatch}) {
 				t.Errorf("input %+v", in)
+			}
+			// A drain whose worker died is retried within the heartbeat timeout.
+			if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb != embedHeartbeat {
+				t.Errorf("heartbeat timeout %v, want %v", hb, embedHeartbeat)
 			}
 			calls = append(calls, env.Now().Sub(start))
 			step := embedStep{}

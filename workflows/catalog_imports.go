@@ -36,7 +36,7 @@ const (
 // the file cannot be imported or the retries run out; the workflow then fails too, so operators
 // find it with `temporal workflow list --query 'WorkflowType="CatalogImport" AND ExecutionStatus="Failed"'`.
 func CatalogImport(ctx workflow.Context, in CatalogImportInput) (activities.RunImportResult, error) {
-	run := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	run := workflow.WithActivityOptions(ctx, handBackSafe(workflow.ActivityOptions{
 		StartToCloseTimeout: importRunTimeout,
 		HeartbeatTimeout:    importHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{
@@ -46,9 +46,13 @@ func CatalogImport(ctx workflow.Context, in CatalogImportInput) (activities.RunI
 			MaximumAttempts:        importMaxAttempts,
 			NonRetryableErrorTypes: []string{activities.ErrTypeImportFailed},
 		},
-	})
+	}))
 	var res activities.RunImportResult
-	err := workflow.ExecuteActivity(run, catalogImports.RunImport, activities.RunImportInput{TenantID: in.TenantID, JobID: in.JobID}).Get(ctx, &res)
+	runIn := activities.RunImportInput{TenantID: in.TenantID, JobID: in.JobID}
+	err := workflow.ExecuteActivity(run, catalogImports.RunImport, runIn).Get(ctx, &res)
+	for n := 0; retryHandBack(ctx, err, &n); {
+		err = workflow.ExecuteActivity(run, catalogImports.RunImport, runIn).Get(ctx, &res)
+	}
 	if err == nil {
 		return res, nil
 	}

@@ -57,7 +57,7 @@ func FeedSync(ctx workflow.Context, in FeedSyncInput) (FeedSyncResult, error) {
 	var out FeedSyncResult
 	reqs := newRequests(ctx, on(SignalFeedSync, func() bool { return true }))
 	reqs.drop()
-	syncCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	syncCtx := workflow.WithActivityOptions(ctx, handBackSafe(workflow.ActivityOptions{
 		StartToCloseTimeout: feedSyncTimeout,
 		HeartbeatTimeout:    feedSyncHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{
@@ -67,12 +67,15 @@ func FeedSync(ctx workflow.Context, in FeedSyncInput) (FeedSyncResult, error) {
 			MaximumAttempts:        feedSyncMaxAttempts,
 			NonRetryableErrorTypes: []string{activities.ErrTypeFeedSyncFailed, activities.ErrTypeFeedGone},
 		},
-	})
+	}))
 	ref := activities.SyncFeedInput{TenantID: in.TenantID, FeedID: in.FeedID}
 	for {
 		reqs.rerun = false
 		var res activities.SyncFeedResult
 		err := reqs.await(workflow.ExecuteActivity(syncCtx, feedActs.SyncFeed, ref), &res)
+		for n := 0; retryHandBack(ctx, err, &n); {
+			err = reqs.await(workflow.ExecuteActivity(syncCtx, feedActs.SyncFeed, ref), &res)
+		}
 		out.Runs++
 		if failureType(err) == activities.ErrTypeFeedGone {
 			workflow.GetLogger(ctx).Info("feed gone; nothing to sync", "error", err)

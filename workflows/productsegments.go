@@ -45,11 +45,11 @@ func ProductSegmentCompute(ctx workflow.Context, in ProductSegmentComputeInput) 
 	begun := false
 	reqs := newRequests(ctx, on(SignalCompute, func() bool { return begun }))
 	short := shortActivity(ctx)
-	long := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	long := workflow.WithActivityOptions(ctx, handBackSafe(workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Minute,
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
-	})
+	}))
 	for {
 		begun, reqs.rerun = false, false
 		err := reqs.await(workflow.ExecuteActivity(short, prodSeg.BeginProductSegmentCompute, activities.BeginProductSegmentComputeInput{
@@ -58,9 +58,12 @@ func ProductSegmentCompute(ctx workflow.Context, in ProductSegmentComputeInput) 
 		if err == nil {
 			begun = true
 			var res prodseg.ComputeResult
-			if err = reqs.await(workflow.ExecuteActivity(long, prodSeg.ComputeProductSegment, activities.ComputeProductSegmentInput{
-				TenantID: in.TenantID, SegmentID: in.SegmentID,
-			}), &res); err == nil {
+			compute := activities.ComputeProductSegmentInput{TenantID: in.TenantID, SegmentID: in.SegmentID}
+			err = reqs.await(workflow.ExecuteActivity(long, prodSeg.ComputeProductSegment, compute), &res)
+			for n := 0; retryHandBack(ctx, err, &n); {
+				err = reqs.await(workflow.ExecuteActivity(long, prodSeg.ComputeProductSegment, compute), &res)
+			}
+			if err == nil {
 				out.Runs++
 				out.Last = res
 			}

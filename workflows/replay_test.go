@@ -27,6 +27,9 @@ import (
 //   - product_embeddings_v0.json: two drains (the first with more to do); lingers ended by the
 //     start's own signal and by a later one (linger timers cancelled), each followed by a drain
 //     finding nothing; a full linger (the timer fired) and a last empty drain.
+//   - product_embeddings_v1.json: the same once the drain heartbeats (productEmbeddingsHeartbeats),
+//     then a drain that finds only a leased row, the wait for its lease, the drain that takes it,
+//     a full linger and a last empty drain.
 //   - product_segment_compute_v0.json: a compute requested again while it ran (one more run), the
 //     second run failing permanently (recorded), the workflow failed.
 //   - segment_export_v0.json: an export that fails permanently, recorded on the export.
@@ -34,7 +37,7 @@ import (
 var (
 	activationSyncHistories        = []string{"activation_sync_v0.json"}
 	catalogImportHistories         = []string{"catalog_import_v0.json"}
-	productEmbeddingsHistories     = []string{"product_embeddings_v0.json"}
+	productEmbeddingsHistories     = []string{"product_embeddings_v0.json", "product_embeddings_v1.json"}
 	productSegmentComputeHistories = []string{"product_segment_compute_v0.json"}
 	segmentExportHistories         = []string{"segment_export_v0.json"}
 	segmentDraftHistories          = []string{"segment_draft_v0.json"}

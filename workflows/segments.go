@@ -112,11 +112,11 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 		on(SignalCompute, func() bool { return phase == phaseLoaded }),
 		on(SignalRecompute, func() bool { return phase != phaseStarting }))
 	short := shortActivity(ctx)
-	long := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	long := workflow.WithActivityOptions(ctx, handBackSafe(workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Hour,
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
-	})
+	}))
 	workflowID := workflow.GetInfo(ctx).WorkflowExecution.ID
 	for {
 		phase, reqs.rerun = phaseStarting, false
@@ -126,7 +126,11 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 		}), &begun)
 		if err == nil {
 			phase = phaseComputing
-			err = reqs.await(workflow.ExecuteActivity(long, seg.Materialize, activities.MaterializeInput{TenantID: in.TenantID, RunID: begun.RunID}), &out.Last)
+			materialize := activities.MaterializeInput{TenantID: in.TenantID, RunID: begun.RunID}
+			err = reqs.await(workflow.ExecuteActivity(long, seg.Materialize, materialize), &out.Last)
+			for n := 0; retryHandBack(ctx, err, &n); {
+				err = reqs.await(workflow.ExecuteActivity(long, seg.Materialize, materialize), &out.Last)
+			}
 		}
 		phase = phaseLoaded
 		if err != nil && version >= segmentComputeContinues && begun.RunID == 0 && isSegmentGone(err) {
@@ -238,12 +242,16 @@ type SegmentExportInput struct {
 // SegmentExport writes a segment's members to a file in the blob store.
 func SegmentExport(ctx workflow.Context, in SegmentExportInput) (activities.ExportResult, error) {
 	var res activities.ExportResult
-	long := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	long := workflow.WithActivityOptions(ctx, handBackSafe(workflow.ActivityOptions{
 		StartToCloseTimeout: time.Hour,
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, MaximumAttempts: 3},
-	})
-	err := workflow.ExecuteActivity(long, seg.WriteExport, activities.ExportInput{TenantID: in.TenantID, ExportID: in.ExportID}).Get(ctx, &res)
+	}))
+	export := activities.ExportInput{TenantID: in.TenantID, ExportID: in.ExportID}
+	err := workflow.ExecuteActivity(long, seg.WriteExport, export).Get(ctx, &res)
+	for n := 0; retryHandBack(ctx, err, &n); {
+		err = workflow.ExecuteActivity(long, seg.WriteExport, export).Get(ctx, &res)
+	}
 	if err != nil {
 		if ferr := workflow.ExecuteActivity(shortActivity(ctx), seg.FailExport, activities.FailExportInput{
 			TenantID: in.TenantID, ExportID: in.ExportID, Message: failureMessage("export", err),

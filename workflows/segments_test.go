@@ -857,8 +857,9 @@ func TestSegmentDraftRetriesProviderFailures(t *testing.T) {
 func TestSegmentExport(t *testing.T) {
 	cases := []struct {
 		name       string
-		writeErr   error
-		wantWrites int // WriteExport attempts
+		errs       []error // the first attempts' errors, in order
+		writeErr   error   // then every attempt's error
+		wantWrites int     // WriteExport attempts
 		wantFail   *activities.FailExportInput
 		wantErr    string
 		wantRes    activities.ExportResult
@@ -882,6 +883,21 @@ func TestSegmentExport(t *testing.T) {
 			wantFail:   &activities.FailExportInput{TenantID: testTenant, ExportID: 9, Message: "blob store down"},
 			wantErr:    "blob store down",
 		},
+		{
+			// Rolling restarts hand the write back four times: none of them uses one of the
+			// retry policy's 3 attempts, which remain for real failures.
+			name:       "hand-backs use none of the attempts",
+			errs:       []error{handBack(), handBack(), errors.New("blob store down"), handBack(), handBack(), errors.New("blob store down")},
+			wantWrites: 7,
+			wantRes:    activities.ExportResult{RowCount: 1234, Key: "exports/7/9.csv"},
+		},
+		{
+			name:       "hand-backs are bounded",
+			writeErr:   handBack(),
+			wantWrites: maxHandBacks + 1,
+			wantFail:   &activities.FailExportInput{TenantID: testTenant, ExportID: 9, Message: "the worker is stopping"},
+			wantErr:    activities.ErrTypeWorkerStopping,
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -895,6 +911,9 @@ func TestSegmentExport(t *testing.T) {
 					mu.Lock()
 					defer mu.Unlock()
 					writes = append(writes, in)
+					if n := len(writes); n <= len(c.errs) {
+						return activities.ExportResult{}, c.errs[n-1]
+					}
 					if c.writeErr != nil {
 						return activities.ExportResult{}, c.writeErr
 					}
@@ -1064,4 +1083,9 @@ func TestSegmentComputeSegmentGone(t *testing.T) {
 	if err != nil || mats != 0 || res.Runs != 0 {
 		t.Fatalf("compute of a deleted segment: %d runs, %+v, %v; want none and no error", mats, res, err)
 	}
+}
+
+// handBack is the failure of an activity handed back by a stopping worker (worker/stop.go).
+func handBack() error {
+	return temporal.NewApplicationError("the worker is stopping", activities.ErrTypeWorkerStopping)
 }

@@ -197,6 +197,11 @@ func TestProductEmbeddingsOnTheServer(t *testing.T) {
 			// More products are saved while the workflow lingers: their kick signals it.
 			time.AfterFunc(500*time.Millisecond, func() { signalled <- jobs.ScheduleEmbeddings(r.ctx, r.tenant) })
 			return activities.EmbedPendingResult{Read: 3, Embedded: 2, Unchanged: 1}, nil
+		case 5:
+			// A row is leased by a drain that died: wait for its lease, then drain it.
+			return activities.EmbedPendingResult{NextReadyIn: time.Second}, nil
+		case 6:
+			return activities.EmbedPendingResult{Read: 1, Embedded: 1}, nil
 		}
 		return activities.EmbedPendingResult{}, nil
 	})
@@ -214,12 +219,13 @@ func TestProductEmbeddingsOnTheServer(t *testing.T) {
 		t.Fatalf("signal while lingering: %v", err)
 	}
 	// Drains: more, some; the starting signal still pending ends the first linger at once:
-	// nothing; the save's signal ends the second: nothing; the third linger runs out: nothing.
-	if want := (ProductEmbeddingsResult{Drains: 5, Embedded: EmbedBatch + 2, Unchanged: 1}); res != want {
+	// nothing; the save's signal ends the second: nothing; the third linger runs out: nothing
+	// ready, a row leased for a second; after the wait: the row; a last linger: nothing.
+	if want := (ProductEmbeddingsResult{Drains: 7, Embedded: EmbedBatch + 3, Unchanged: 1}); res != want {
 		t.Errorf("result %+v, want %+v", res, want)
 	}
 	r.wantSummary(t, id, "acme · embed the queued products", "tenant: \"acme\" (id ")
-	r.record(t, id, run.GetRunID(), "product_embeddings_v0.json")
+	r.record(t, id, run.GetRunID(), "product_embeddings_v1.json")
 }
 
 func TestProductSegmentComputeOnTheServer(t *testing.T) {

@@ -69,7 +69,7 @@ func TestMetricsAfterPipelines(t *testing.T) {
 		{"cohort_activation_sync_duration_seconds", map[string]string{"platform": "talon_one"}, 1},
 		{"cohort_search_requests_total", nil, 1},
 		// The search's query embedding, metered by the process's provider (dev: the local one).
-		{"cohort_ai_calls_total", map[string]string{"operation": "search", "outcome": "ok"}, 1},
+		{"cohort_ai_usage_calls_total", map[string]string{"operation": "search"}, 1},
 		{"cohort_search_index_loads_total", nil, 1},        // the search loaded the tenant's vectors
 		{"cohort_search_index_budget_bytes", nil, 1 << 20}, // half of GOMEMLIMIT, or the default
 		{"cohort_http_request_duration_seconds", nil, 1},
@@ -85,6 +85,21 @@ func TestMetricsAfterPipelines(t *testing.T) {
 	for _, name := range []string{"cohort_loader_lag_seconds", "cohort_loader_dead_letters_total", "cohort_loader_redeliveries_total"} {
 		if fams[name] == nil {
 			t.Errorf("family %s missing", name)
+		}
+	}
+	// One family per meaning: the provider's HTTP calls by outcome (cohort_ai_requests_total),
+	// metered uses and tokens by model and operation (cohort_ai_usage_*), no older overlapping
+	// calls counter, and no outcome on the usage calls.
+	for _, name := range []string{"cohort_ai_calls_total", "cohort_ai_tokens_total"} {
+		if fams[name] != nil {
+			t.Errorf("family %s is exported; it is cohort_ai_usage_* now", name)
+		}
+	}
+	for _, m := range fams["cohort_ai_usage_calls_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "outcome" {
+				t.Errorf("cohort_ai_usage_calls_total has an outcome label (that is cohort_ai_requests_total's)")
+			}
 		}
 	}
 	// No label carries a tenant or user id.

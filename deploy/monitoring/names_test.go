@@ -6,10 +6,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cohort-dev/cohort/internal/ai"
+	"github.com/cohort-dev/cohort/internal/aispend"
 	"github.com/cohort-dev/cohort/internal/metrics"
 )
 
@@ -17,6 +19,9 @@ func TestRulesAndDashboardUseRealNames(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	metrics.New(reg)
 	ai.NewMetrics(reg)
+	if _, err := aispend.New(nil, time.Now, nil, reg, aispend.Config{}); err != nil {
+		t.Fatal(err)
+	}
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +37,8 @@ func TestRulesAndDashboardUseRealNames(t *testing.T) {
 	for _, n := range []string{"cohort_ingest_events_skipped_total", "cohort_bus_publish_duration_seconds",
 		"cohort_segment_compute_duration_seconds", "cohort_activation_sync_duration_seconds",
 		"cohort_activation_users_pushed_total", "cohort_search_duration_seconds", "cohort_page_exports_total",
-		"cohort_page_export_duration_seconds", "cohort_feed_sync_duration_seconds", "cohort_ai_request_duration_seconds"} {
+		"cohort_page_export_duration_seconds", "cohort_feed_sync_duration_seconds", "cohort_ai_request_duration_seconds",
+		"cohort_ai_usage_calls_total", "cohort_ai_usage_tokens_total"} {
 		known[n] = true
 	}
 	name := regexp.MustCompile(`cohort_[a-z0-9_]+`)

@@ -33,8 +33,9 @@ var requestOutcomes = []string{OutcomeOK, OutcomeUnavailable, OutcomeRateLimited
 //	cohort_ai_requests_total{provider,operation,outcome}
 //	cohort_ai_request_duration_seconds{provider,operation}
 //
-// Config.Metrics hands it to the provider; a nil *Metrics records nothing. Token usage is
-// metered apart (deploy/runbooks/metrics.md).
+// Config.Metrics hands it to the provider; a nil *Metrics records nothing. These say how the
+// provider answers; what the calls were for and what they cost is metered apart, by model and
+// operation (internal/aispend: cohort_ai_usage_calls_total, cohort_ai_usage_tokens_total).
 type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec

@@ -83,12 +83,12 @@ func New(pool *pgxpool.Pool, now func() time.Time, log *slog.Logger, reg prometh
 	}
 	s := &Service{pool: pool, now: now, log: log, limit: cfg.RateLimit, window: cfg.RateWindow,
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cohort_ai_calls_total",
-			Help: "Model calls by model, operation (what they were for) and outcome (ok, error).",
-		}, []string{"model", "operation", "outcome"}),
+			Name: "cohort_ai_usage_calls_total",
+			Help: "Metered model uses (an embedding of a batch of texts, a chat, a stream), failed or not, by model and operation (what they were for). The provider's HTTP calls and their outcomes are cohort_ai_requests_total.",
+		}, []string{"model", "operation"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cohort_ai_tokens_total",
-			Help: "Model tokens the provider reported, by model, operation and type (prompt, completion).",
+			Name: "cohort_ai_usage_tokens_total",
+			Help: "Model tokens the provider reported, by model, operation (what they were for) and type (prompt, completion).",
 		}, []string{"model", "operation", "type"}),
 	}
 	if reg != nil {
@@ -148,11 +148,7 @@ func (s *Service) Record(ctx context.Context, c ai.Call) {
 	if !slices.Contains(ai.Operations, op) {
 		op = ai.OpOther
 	}
-	outcome := "ok"
-	if c.Err != nil {
-		outcome = "error"
-	}
-	s.calls.WithLabelValues(c.Model, op, outcome).Inc()
+	s.calls.WithLabelValues(c.Model, op).Inc()
 	s.tokens.WithLabelValues(c.Model, op, "prompt").Add(float64(c.PromptTokens))
 	s.tokens.WithLabelValues(c.Model, op, "completion").Add(float64(c.CompletionTokens))
 	if c.TenantID == 0 || (c.Err != nil && c.PromptTokens+c.CompletionTokens == 0) {

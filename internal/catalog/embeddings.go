@@ -43,10 +43,18 @@ const (
 	// MaxEmbedAttempts is how many times the provider may refuse a product's text (an invalid
 	// request) before its queue row is parked: kept, but skipped until the product is saved again.
 	MaxEmbedAttempts = 5
-	// EmbeddingLease is how long a drain owns the queue rows it read; another drain skips them
-	// meanwhile. DrainEmbeddings gives up a minute before the lease ends, so the rows it read are
-	// never embedded twice for one request. The activity's start-to-close timeout is shorter.
-	EmbeddingLease = 5 * time.Minute
+	// EmbeddingLease is how long a drain owns the queue rows it read without renewing the lease;
+	// another drain skips them meanwhile. A live drain renews it every EmbeddingLeaseRenewEvery,
+	// and one whose renewals keep failing gives up before it ends, so the rows it read are never
+	// embedded twice for one request. It is short so that the rows of a drain that died (its
+	// worker killed, nothing released) are ready again soon: within EmbeddingLease of its last
+	// renewal.
+	EmbeddingLease = 30 * time.Second
+	// EmbeddingLeaseRenewEvery is how often a live drain renews its lease (and reports that it is
+	// alive, see DrainEmbeddingsAlive).
+	EmbeddingLeaseRenewEvery = 5 * time.Second
+	// MaxDrainTime bounds one drain, renewals included.
+	MaxDrainTime = 4 * time.Minute
 	// DefaultEmbedBatch and MaxEmbedBatch bound the queue rows one drain reads (and so the texts of
 	// its one provider call).
 	DefaultEmbedBatch = 512
@@ -95,6 +103,16 @@ type embeddingKicks struct {
 // sched kicks nothing.
 func WithEmbeddingScheduler(sched EmbeddingScheduler, onError func(tenantID int64, err error)) Option {
 	return func(s *Service) { s.kicks.sched, s.kicks.onError = sched, onError }
+}
+
+// WithEmbeddingLeaseRenewal makes drains renew the lease of their queue rows every d instead of
+// EmbeddingLeaseRenewEvery (tests); d <= 0 keeps the default.
+func WithEmbeddingLeaseRenewal(d time.Duration) Option {
+	return func(s *Service) {
+		if d > 0 {
+			s.leaseRenewEvery = d
+		}
+	}
 }
 
 // EmbeddingKickFailures counts the kicks that returned an error.
@@ -304,6 +322,10 @@ type DrainResult struct {
 	Failed     int  // texts the provider refused; tried again later
 	Parked     int  // of Failed, at MaxEmbedAttempts: skipped until the product is saved again
 	More       bool // the tenant has ready queue rows left
+	// NextReadyIn: the first of the tenant's rows not ready now (leased by a drain that may have
+	// died, or backed off after a refusal) is ready in this long, when that is within
+	// EmbeddingLease; 0 otherwise.
+	NextReadyIn time.Duration
 }
 
 type embedClaim struct {
@@ -336,20 +358,33 @@ const (
 // on its row, is retried after a growing wait and parked at MaxEmbedAttempts, so one bad text
 // never blocks the queue.
 func (s *Service) DrainEmbeddings(ctx context.Context, tenantID int64, p Embedder, limit int) (DrainResult, error) {
+	return s.DrainEmbeddingsAlive(ctx, tenantID, p, limit, nil)
+}
+
+// DrainEmbeddingsAlive is DrainEmbeddings that calls alive (when not nil) once it holds its rows
+// and after each renewal of their lease (every EmbeddingLeaseRenewEvery), for the caller's
+// heartbeat. The lease of the rows lasts EmbeddingLease from the last renewal: when renewals
+// keep failing until it nearly ends, the drain stops with an error and releases the rows. A
+// drain that ends without settling its rows (an error, a cancelled ctx) releases them; only a
+// drain that dies (its process killed) leaves them leased, until the lease runs out.
+func (s *Service) DrainEmbeddingsAlive(ctx context.Context, tenantID int64, p Embedder, limit int, alive func()) (DrainResult, error) {
 	var out DrainResult
 	if limit <= 0 {
 		limit = DefaultEmbedBatch
 	}
 	limit = min(limit, MaxEmbedBatch)
-	ctx, cancel := context.WithTimeout(ctx, EmbeddingLease-time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, MaxDrainTime)
 	defer cancel()
-	claims, err := s.claimEmbeddings(ctx, tenantID, limit)
+	ctx, lose := context.WithCancelCause(ctx)
+	defer lose(nil)
+	claims, leaseEnd, err := s.claimEmbeddings(ctx, tenantID, limit)
 	if err != nil {
 		return out, err
 	}
 	out.Read = len(claims)
 	if len(claims) == 0 {
-		return out, nil
+		out.NextReadyIn, err = s.nextReadyIn(ctx, tenantID)
+		return out, err
 	}
 	released := false
 	defer func() {
@@ -357,8 +392,19 @@ func (s *Service) DrainEmbeddings(ctx context.Context, tenantID int64, p Embedde
 			s.releaseEmbeddingClaims(ctx, tenantID, claims)
 		}
 	}()
-	if err := s.prepareEmbeddings(ctx, tenantID, p, claims); err != nil {
+	if alive != nil {
+		alive()
+	}
+	stopLease := s.keepEmbeddingLease(ctx, lose, tenantID, claims, leaseEnd, alive)
+	defer stopLease()
+	fail := func(err error) (DrainResult, error) {
+		if cause := context.Cause(ctx); errors.Is(cause, errEmbeddingLeaseLost) {
+			return out, cause
+		}
 		return out, err
+	}
+	if err := s.prepareEmbeddings(ctx, tenantID, p, claims); err != nil {
+		return fail(err)
 	}
 	var todo []*embedClaim
 	for _, c := range claims {
@@ -367,47 +413,137 @@ func (s *Service) DrainEmbeddings(ctx context.Context, tenantID int64, p Embedde
 		}
 	}
 	if err := embedClaims(ctx, p, todo); err != nil {
-		return out, err
+		return fail(err)
+	}
+	// No renewal may run once the rows are settled: it would lengthen the backoff of a refused one.
+	stopLease()
+	if err := ctx.Err(); err != nil {
+		return fail(err)
 	}
 	if err := s.finishEmbeddings(ctx, tenantID, p.EmbeddingModel(), claims, &out); err != nil {
-		return out, err
+		return fail(err)
 	}
 	released = true
+	now := s.now().UTC()
+	var next *time.Time
 	err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM product_embedding_queue
-		WHERE tenant_id = $1 AND attempts < $2 AND (available_at IS NULL OR available_at <= $3))`,
-		tenantID, MaxEmbedAttempts, s.now().UTC()).Scan(&out.More)
+			WHERE tenant_id = $1 AND attempts < $2 AND (available_at IS NULL OR available_at <= $3)),
+		(SELECT min(available_at) FROM product_embedding_queue
+			WHERE tenant_id = $1 AND attempts < $2 AND available_at > $3 AND available_at <= $4)`,
+		tenantID, MaxEmbedAttempts, now, now.Add(EmbeddingLease)).Scan(&out.More, &next)
 	if err != nil {
 		return out, fmt.Errorf("read embedding queue: %w", err)
+	}
+	if next != nil {
+		out.NextReadyIn = next.Sub(now)
 	}
 	return out, nil
 }
 
-// claimEmbeddings takes up to limit ready rows of the tenant, in seq order, under a lease.
-func (s *Service) claimEmbeddings(ctx context.Context, tenantID int64, limit int) ([]*embedClaim, error) {
+// errEmbeddingLeaseLost is the cause of a drain stopped because its lease could not be renewed.
+var errEmbeddingLeaseLost = errors.New("the lease of the embedding queue rows could not be renewed in time")
+
+// nextReadyIn is how long until the first of the tenant's leased (or briefly backed-off) queue
+// rows is ready again, when that is within EmbeddingLease; 0 when none is.
+func (s *Service) nextReadyIn(ctx context.Context, tenantID int64) (time.Duration, error) {
 	now := s.now().UTC()
+	var next *time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT min(available_at) FROM product_embedding_queue
+		WHERE tenant_id = $1 AND attempts < $2 AND available_at > $3 AND available_at <= $4`,
+		tenantID, MaxEmbedAttempts, now, now.Add(EmbeddingLease)).Scan(&next); err != nil {
+		return 0, fmt.Errorf("read embedding queue: %w", err)
+	}
+	if next == nil {
+		return 0, nil
+	}
+	return next.Sub(now), nil
+}
+
+// keepEmbeddingLease renews the lease of the claims every s.leaseRenewEvery, calling alive (when
+// not nil) after each renewal, until the returned stop is called (it waits for a renewal under
+// way). When renewals fail until less than one interval of the lease (ending at leaseEnd) is
+// left, it cancels the drain with errEmbeddingLeaseLost: after that another drain may take the
+// rows.
+func (s *Service) keepEmbeddingLease(ctx context.Context, lose context.CancelCauseFunc, tenantID int64, claims []*embedClaim,
+	leaseEnd time.Time, alive func()) (stop func()) {
+	every := s.leaseRenewEvery
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			end, err := s.renewEmbeddingClaims(ctx, tenantID, claims)
+			if err == nil {
+				leaseEnd = end
+				if alive != nil {
+					alive()
+				}
+				continue
+			}
+			if leaseEnd.Sub(s.now()) <= every {
+				lose(fmt.Errorf("%w: %w", errEmbeddingLeaseLost, err))
+				return
+			}
+		}
+	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+		})
+	}
+}
+
+// renewEmbeddingClaims moves the lease of the claims still current (same seq) to EmbeddingLease
+// from now and returns its new end.
+func (s *Service) renewEmbeddingClaims(ctx context.Context, tenantID int64, claims []*embedClaim) (time.Time, error) {
+	end := s.now().UTC().Add(EmbeddingLease)
+	ids, seqs := claimKeys(claims)
+	if _, err := s.pool.Exec(ctx, `UPDATE product_embedding_queue q SET available_at = $2
+		FROM unnest($3::bigint[], $4::bigint[]) AS u(id, seq)
+		WHERE q.tenant_id = $1 AND q.product_id = u.id AND q.seq = u.seq`, tenantID, end, ids, seqs); err != nil {
+		return time.Time{}, fmt.Errorf("renew the embedding queue lease: %w", err)
+	}
+	return end, nil
+}
+
+// claimEmbeddings takes up to limit ready rows of the tenant, in seq order, under a lease, and
+// returns them with the lease's end.
+func (s *Service) claimEmbeddings(ctx context.Context, tenantID int64, limit int) ([]*embedClaim, time.Time, error) {
+	now := s.now().UTC()
+	end := now.Add(EmbeddingLease)
 	rows, err := s.pool.Query(ctx, `UPDATE product_embedding_queue q SET available_at = $4
 		FROM (SELECT product_id FROM product_embedding_queue
 			WHERE tenant_id = $1 AND attempts < $2 AND (available_at IS NULL OR available_at <= $3)
 			ORDER BY seq LIMIT $5 FOR UPDATE SKIP LOCKED) c
 		WHERE q.product_id = c.product_id AND q.tenant_id = $1
-		RETURNING q.product_id, q.seq`, tenantID, MaxEmbedAttempts, now, now.Add(EmbeddingLease), limit)
+		RETURNING q.product_id, q.seq`, tenantID, MaxEmbedAttempts, now, end, limit)
 	if err != nil {
-		return nil, fmt.Errorf("read embedding queue: %w", err)
+		return nil, time.Time{}, fmt.Errorf("read embedding queue: %w", err)
 	}
 	defer rows.Close()
 	var out []*embedClaim
 	for rows.Next() {
 		c := &embedClaim{}
 		if err := rows.Scan(&c.id, &c.seq); err != nil {
-			return nil, fmt.Errorf("read embedding queue: %w", err)
+			return nil, time.Time{}, fmt.Errorf("read embedding queue: %w", err)
 		}
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read embedding queue: %w", err)
+		return nil, time.Time{}, fmt.Errorf("read embedding queue: %w", err)
 	}
 	slices.SortFunc(out, func(a, b *embedClaim) int { return cmp.Compare(a.seq, b.seq) })
-	return out, nil
+	return out, end, nil
 }
 
 // releaseEmbeddingClaims makes the rows ready again after a failed drain (rows saved meanwhile

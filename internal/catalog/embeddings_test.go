@@ -9,8 +9,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/cohort-dev/cohort/internal/ai"
 	"github.com/cohort-dev/cohort/internal/catalog"
@@ -631,7 +634,7 @@ func TestDrainRefusedTextParks(t *testing.T) {
 	e.refuse = func(text string) bool { return strings.Contains(text, "BAD") }
 
 	res := f.drain(tn, e, 0)
-	if res != (catalog.DrainResult{Read: 4, Embedded: 3, Failed: 1}) {
+	if res != (catalog.DrainResult{Read: 4, Embedded: 3, Failed: 1, NextReadyIn: 30 * time.Second}) {
 		t.Fatalf("drain %+v", res)
 	}
 	// The batch, the probe, the first half (G1, BAD: refused), its halves, the second half.
@@ -652,8 +655,9 @@ func TestDrainRefusedTextParks(t *testing.T) {
 	if attempts != 1 || !strings.Contains(lastError, "input refused") {
 		t.Fatalf("attempts %d, last_error %q", attempts, lastError)
 	}
-	// The refused row waits: the queue has nothing ready, the sweep does not kick the tenant.
-	if res := f.drain(tn, e, 0); res != (catalog.DrainResult{}) {
+	// The refused row waits: the queue has nothing ready, the sweep does not kick the tenant; the
+	// drain says when the row is ready (its first backoff is within a lease).
+	if res := f.drain(tn, e, 0); res != (catalog.DrainResult{NextReadyIn: 30 * time.Second}) {
 		t.Fatalf("drain during the backoff %+v", res)
 	}
 	if tenants, err := f.svc.QueuedTenants(f.ctx); err != nil || slices.Contains(tenants, tn) {
@@ -932,5 +936,126 @@ func BenchmarkDrainEmbeddings(b *testing.B) {
 			b.Fatalf("embedded %d, want %d", embedded, n)
 		}
 		b.ReportMetric(float64(n)/time.Since(start).Seconds(), "embeddings/s")
+	}
+}
+
+// TestDrainAfterADeadDrain: the rows of a drain that died (claimed, neither settled nor released)
+// are skipped while its lease lasts, the drains meanwhile say when they are ready, and the first
+// drain after the lease takes them.
+func TestDrainAfterADeadDrain(t *testing.T) {
+	f := newFixture(t)
+	tn := f.tenant("dead-drain")
+	f.bulk(tn, `{"sku": "A", "name": "Shirt"}`, `{"sku": "B", "name": "Dress"}`, `{"sku": "C", "name": "Coat"}`)
+	if n, err := f.svc.ClaimEmbeddingsAndDie(f.ctx, tn, 2); err != nil || n != 2 {
+		t.Fatalf("claim: %d, %v", n, err)
+	}
+	e := newFakeEmbedder(t)
+	steps := []struct {
+		name    string
+		advance time.Duration
+		want    catalog.DrainResult
+	}{
+		{name: "the ready row is drained; the dead drain's rows are leased", want: catalog.DrainResult{Read: 1, Embedded: 1, NextReadyIn: catalog.EmbeddingLease}},
+		{name: "nothing ready while the lease lasts", advance: catalog.EmbeddingLease - time.Second, want: catalog.DrainResult{NextReadyIn: time.Second}},
+		{name: "the lease ended: the rows are drained", advance: time.Second, want: catalog.DrainResult{Read: 2, Embedded: 2}},
+		{name: "nothing left", want: catalog.DrainResult{}},
+	}
+	for _, s := range steps {
+		f.clock.Advance(s.advance)
+		if got := f.drain(tn, e, 0); got != s.want {
+			t.Fatalf("%s: drain %+v, want %+v", s.name, got, s.want)
+		}
+	}
+	if got := f.count("SELECT count(*) FROM product_embeddings WHERE tenant_id = $1", tn); got != 3 {
+		t.Fatalf("%d embeddings stored, want 3", got)
+	}
+	if lease := catalog.EmbeddingLease; lease > time.Minute || catalog.EmbeddingLeaseRenewEvery*3 > lease {
+		t.Errorf("lease %v renewed every %v: a dead drain's rows must be ready within a minute, and a live drain renew several times a lease",
+			lease, catalog.EmbeddingLeaseRenewEvery)
+	}
+}
+
+// TestDrainRenewsItsLease: a live drain renews the lease of its rows while the provider works, so
+// a drain past the first lease's end still skips them, and it reports each renewal as alive.
+func TestDrainRenewsItsLease(t *testing.T) {
+	f := newFixture(t)
+	tn := f.tenant("renew")
+	f.bulk(tn, `{"sku": "A", "name": "Shirt"}`, `{"sku": "B", "name": "Dress"}`)
+	svc := catalog.NewService(f.db.Pool, f.clock.Now, catalog.WithEmbeddingLeaseRenewal(5*time.Millisecond))
+	var alive atomic.Int64
+	leaseEnds := func() []time.Time {
+		rows, err := f.db.Pool.Query(f.ctx, "SELECT available_at FROM product_embedding_queue WHERE tenant_id = $1", tn)
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		ends, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+		if err != nil {
+			t.Error(err)
+		}
+		return ends
+	}
+	// renewedTo waits until every row's lease ends at end (the drain renewed it since the clock moved).
+	renewedTo := func(end time.Time) bool {
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			ends := leaseEnds()
+			if len(ends) == 2 && ends[0].Equal(end) && ends[1].Equal(end) {
+				return true
+			}
+		}
+		t.Errorf("leases end %v, want %v", leaseEnds(), end)
+		return false
+	}
+	e := newFakeEmbedder(t)
+	var during catalog.DrainResult
+	e.before = func([]string) {
+		beats := alive.Load()
+		for range 2 {
+			f.clock.Advance(catalog.EmbeddingLease * 2 / 3)
+			if !renewedTo(f.clock.Now().Add(catalog.EmbeddingLease)) {
+				return
+			}
+		}
+		// Past the end of the first lease (and of the second): another drain still skips the rows.
+		res, err := f.svc.DrainEmbeddings(f.ctx, tn, e, 0)
+		if err != nil {
+			t.Error(err)
+		}
+		during = res
+		if got := alive.Load(); got < beats+2 {
+			t.Errorf("%d alive reports while renewing twice (from %d)", got, beats)
+		}
+	}
+	res, err := svc.DrainEmbeddingsAlive(f.ctx, tn, e, 0, func() { alive.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (catalog.DrainResult{NextReadyIn: catalog.EmbeddingLease}); during != want {
+		t.Errorf("a drain during the renewed lease %+v, want %+v", during, want)
+	}
+	if want := (catalog.DrainResult{Read: 2, Embedded: 2}); res != want {
+		t.Errorf("drain %+v, want %+v", res, want)
+	}
+	if q := f.queue(tn); len(q) != 0 {
+		t.Errorf("queue left: %v", q)
+	}
+}
+
+// TestDrainEndedReleases: a drain that ends without settling its rows (its ctx cancelled, as when
+// its worker stops and hands the activity back) releases them: the next drain takes them at once.
+func TestDrainEndedReleases(t *testing.T) {
+	f := newFixture(t)
+	tn := f.tenant("released")
+	f.bulk(tn, `{"sku": "A", "name": "Shirt"}`, `{"sku": "B", "name": "Dress"}`)
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	e := newFakeEmbedder(t)
+	e.before = func([]string) { cancel() }
+	if _, err := f.svc.DrainEmbeddings(ctx, tn, e, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled drain: %v, want context.Canceled", err)
+	}
+	e.before = nil
+	if got := f.drain(tn, e, 0); got != (catalog.DrainResult{Read: 2, Embedded: 2}) {
+		t.Fatalf("drain after the cancelled one %+v", got)
 	}
 }

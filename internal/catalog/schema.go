@@ -49,6 +49,9 @@ type Service struct {
 	now    func() time.Time
 	kicks  embeddingKicks // see WithEmbeddingScheduler
 	counts countCache     // product list counts, see List
+	// leaseRenewEvery is how often a drain renews the lease of its queue rows
+	// (EmbeddingLeaseRenewEvery unless WithEmbeddingLeaseRenewal).
+	leaseRenewEvery time.Duration
 }
 
 // Option sets a dependency of the service at construction.
@@ -57,7 +60,7 @@ type Option func(*Service)
 // NewService builds the service. Without WithEmbeddingScheduler, saves queue embeddings but
 // kick nothing (the worker's sweep finds the queued tenants).
 func NewService(pool *pgxpool.Pool, now func() time.Time, opts ...Option) *Service {
-	s := &Service{pool: pool, now: now}
+	s := &Service{pool: pool, now: now, leaseRenewEvery: EmbeddingLeaseRenewEvery}
 	s.kicks.last = map[int64]time.Time{}
 	for _, o := range opts {
 		o(s)
