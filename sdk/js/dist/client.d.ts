@@ -12,7 +12,7 @@ export interface ClientOptions {
     apiUrl: string;
     /** sk_ authenticates directly (servers only); pk_ triggers the session handshake. */
     apiKey: string;
-    /** Current user context; used with a pk_ key. Default: anonymous. */
+    /** Current user context: the ids of events that name none, and the pk_ handshake. */
     getUser?: () => UserContext | null | undefined;
     /** false sends every event immediately. Default true. */
     batch?: boolean;
@@ -27,8 +27,11 @@ export interface ClientOptions {
     /** Base of the exponential backoff in milliseconds. Default 500. */
     retryDelay?: number;
 }
+/** An event names its subject by userId, anonymousId or both; what the call leaves out comes from
+ * getUser and, in a browser, from identify and the visitor's anonymous id. */
 export interface TrackEvent {
-    userId: string;
+    userId?: string;
+    anonymousId?: string;
     eventType: string;
     occurredAt?: string | Date;
     payload?: Record<string, unknown>;
@@ -67,14 +70,28 @@ export declare class Client {
     private hs;
     private browser;
     private store;
+    private aid?;
+    private uid?;
     constructor(o: ClientOptions);
     /** track queues an event; it never throws and never waits. */
     track(e: TrackEvent): void;
-    /** identify sends a context_identified event with traits as payload. */
+    /** identify sends a context_identified event with traits as payload, carrying the user id and
+     * the anonymous id, which links the two. In a browser the user id is remembered (persisted) for
+     * later events; identifying another user than the remembered one starts a new anonymous id
+     * first, so one anonymous id never names two users. */
     identify(o: {
         userId: string;
+        anonymousId?: string;
         traits?: Record<string, unknown>;
     }): void;
+    /** reset (logout, browsers): forgets the identified user and starts a new anonymous id. */
+    reset(): void;
+    /** anonymousId is the visitor's anonymous id: in a browser a UUIDv7 made on first use and
+     * persisted (localStorage and a first-party cookie); in Node getUser's, if any (never made up). */
+    anonymousId(): string | undefined;
+    private renew;
+    /** who is the user id identify remembered (browsers). */
+    private who;
     /** trackPageView sends page_viewed (and ai_referral_session, once per page load, when the
      * visit came from a known AI assistant); a no-op outside a browser. */
     trackPageView(o?: {
@@ -85,6 +102,8 @@ export declare class Client {
     flush(): Promise<void>;
     /** shutdown stops the timer, refuses further events and flushes the rest. */
     shutdown(): Promise<void>;
+    /** add queues an event of user and anon; what the call leaves out comes from getUser (whose
+     * anonymous id only for its own user), then in a browser from identify and the visitor's id. */
     private add;
     /** pump starts requests while there is a full batch (or forced events) and a free slot. */
     private pump;

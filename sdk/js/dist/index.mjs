@@ -169,6 +169,56 @@ var Store = class {
   }
 };
 
+// src/identity.ts
+var ANON_KEY = "cohort_anonymous_id";
+var USER_KEY = "cohort_user_id";
+var MAX_AGE = 31536e3;
+var domain;
+function cookieDomain() {
+  if (domain == null) {
+    domain = "";
+    const h = location.hostname;
+    const p = h.split(".");
+    if (p.length > 1 && !/^[\d.]+$|:/.test(h)) {
+      for (let i = p.length - 2; i >= 0 && !domain; i--) {
+        const d = p.slice(i).join(".");
+        const probe = "cohort_probe=1;path=/;domain=" + d;
+        document.cookie = probe;
+        if (document.cookie.indexOf("cohort_probe=1") >= 0) {
+          document.cookie = probe + ";max-age=0";
+          domain = d;
+        }
+      }
+    }
+  }
+  return domain;
+}
+function load(k) {
+  let v = null;
+  try {
+    v = ls().getItem(k);
+  } catch {
+  }
+  try {
+    v = v || decodeURIComponent((document.cookie.match("(?:^|; )" + k + "=([^;]+)") || [])[1] || "") || null;
+  } catch {
+  }
+  if (v) save(k, v);
+  return v;
+}
+function save(k, v) {
+  try {
+    const s = ls();
+    if (s) v == null ? s.removeItem(k) : s.setItem(k, v);
+  } catch {
+  }
+  try {
+    const d = cookieDomain();
+    document.cookie = k + "=" + encodeURIComponent(v || "") + ";path=/;max-age=" + (v == null ? 0 : MAX_AGE) + (d ? ";domain=" + d : "") + ";SameSite=Lax" + (location.protocol == "https:" ? ";Secure" : "");
+  } catch {
+  }
+}
+
 // src/client.ts
 var MAX_EVENTS = 500;
 var MAX_REQUEST_CHARS = 512 * 1024;
@@ -188,6 +238,7 @@ function hash(s) {
   return (h >>> 0).toString(36);
 }
 var Client = class {
+  // browser: the user id given to identify, once read (null: none)
   constructor(o) {
     this.q = [];
     this.inflight = /* @__PURE__ */ new Set();
@@ -223,7 +274,7 @@ var Client = class {
     this.browser = typeof window != "undefined" && typeof document != "undefined";
     if (!this.browser) return;
     if (o.apiKey.indexOf("sk_") == 0) {
-      console.warn("Cohort: a secret key (sk_) is used in a browser, where every visitor can read it; use a public key (pk_) in web pages.");
+      console.warn("Cohort: a secret key (sk_) in a web page is readable by every visitor; use a public key (pk_).");
     }
     const claim = () => this.store && this.store.claim((ev) => this.restore(ev));
     this.store = new Store(hash(this.url + "\n" + this.key), () => {
@@ -231,6 +282,9 @@ var Client = class {
       claim();
     });
     addEventListener("pagehide", () => this.hide(true));
+    addEventListener("storage", (e) => {
+      if (!e.key || e.key == ANON_KEY || e.key == USER_KEY) this.aid = this.uid = void 0;
+    });
     addEventListener("pageshow", () => this.hidden = false);
     document.addEventListener("visibilitychange", () => {
       if (document.visibilityState == "hidden") this.hide(false);
@@ -239,24 +293,58 @@ var Client = class {
   }
   /** track queues an event; it never throws and never waits. */
   track(e) {
-    this.add(e && e.userId, e && e.eventType, e && e.payload, e && e.occurredAt);
+    this.add(e && e.userId, e && e.anonymousId, e && e.eventType, e && e.payload, e && e.occurredAt);
   }
-  /** identify sends a context_identified event with traits as payload. */
+  /** identify sends a context_identified event with traits as payload, carrying the user id and
+   * the anonymous id, which links the two. In a browser the user id is remembered (persisted) for
+   * later events; identifying another user than the remembered one starts a new anonymous id
+   * first, so one anonymous id never names two users. */
   identify(o) {
-    this.add(o && o.userId, "context_identified", o && o.traits);
+    const id = o && o.userId;
+    if (!id || typeof id != "string") return this.fail("identify needs a userId", 1);
+    if (this.browser && id != this.who()) {
+      if (this.uid) this.renew();
+      save(USER_KEY, this.uid = id);
+    }
+    this.add(id, o.anonymousId, "context_identified", o.traits);
+  }
+  /** reset (logout, browsers): forgets the identified user and starts a new anonymous id. */
+  reset() {
+    if (!this.browser) return;
+    save(USER_KEY, this.uid = null);
+    this.renew();
+  }
+  /** anonymousId is the visitor's anonymous id: in a browser a UUIDv7 made on first use and
+   * persisted (localStorage and a first-party cookie); in Node getUser's, if any (never made up). */
+  anonymousId() {
+    if (!this.browser) return this.user().anonymousId;
+    if (!this.aid) {
+      const a = load(ANON_KEY);
+      if (a && a.length < 256) this.aid = a;
+      else this.renew();
+    }
+    return this.aid;
+  }
+  renew() {
+    save(ANON_KEY, this.aid = uuidv7());
+  }
+  /** who is the user id identify remembered (browsers). */
+  who() {
+    if (this.uid === void 0) this.uid = load(USER_KEY);
+    return this.uid || void 0;
   }
   /** trackPageView sends page_viewed (and ai_referral_session, once per page load, when the
    * visit came from a known AI assistant); a no-op outside a browser. */
   trackPageView(o = {}) {
     if (!this.browser) return;
-    const user = o.userId || this.user().userId || "anonymous";
+    const user = o.userId;
     const href = location.href;
     const ref = document.referrer;
-    this.add(user, "page_viewed", { path: o.path || location.pathname, url: href, referrer: ref, title: document.title });
+    this.add(user, 0, "page_viewed", { path: o.path || location.pathname, url: href, referrer: ref, title: document.title });
     const ai = referred ? null : aiReferral(href, ref);
     if (ai) {
       referred = true;
-      this.add(user, "ai_referral_session", ai);
+      this.add(user, 0, "ai_referral_session", ai);
     }
   }
   /** flush sends every queued event now; it resolves once they are delivered or dropped. */
@@ -272,16 +360,30 @@ var Client = class {
     this.timer = 0;
     return this.flush();
   }
-  add(user, type, payload, at) {
+  /** add queues an event of user and anon; what the call leaves out comes from getUser (whose
+   * anonymous id only for its own user), then in a browser from identify and the visitor's id. */
+  add(user, anon, type, payload, at) {
     if (this.closed) return this.fail("the client is shut down; event dropped", 1);
-    if (typeof user != "string" || !user) return this.fail("userId is required", 1);
+    if (this.getUser && !(user && anon)) {
+      const c = this.user();
+      if (!anon && (!user || !c.userId || c.userId == user)) anon = c.anonymousId;
+      user = user || c.userId;
+    }
+    if (this.browser) {
+      user = user || this.who();
+      anon = anon || this.anonymousId();
+    }
+    if (user && typeof user != "string" || anon && typeof anon != "string" || !(user || anon)) {
+      return this.fail("userId or anonymousId (a string) is required", 1);
+    }
     if (typeof type != "string" || !EVENT_TYPE.test(type)) return this.fail(`eventType ${JSON.stringify(type)} is not snake_case`, 1);
     if (payload != null && (typeof payload != "object" || Array.isArray(payload))) return this.fail("payload must be an object", 1);
     const now = Date.now();
     let s;
     try {
       s = JSON.stringify({
-        user_id: user,
+        user_id: user || void 0,
+        anonymous_id: anon || void 0,
         event_type: type,
         occurred_at: new Date(at == null ? now : at).toISOString(),
         payload: payload || void 0,
@@ -424,13 +526,14 @@ var Client = class {
    * handshake at a time. A failed handshake throws its Answer. */
   token() {
     const u = this.user();
-    const k = u.userId + "\n" + u.anonymousId;
+    const anon = u.anonymousId || (this.browser ? this.anonymousId() : void 0);
+    const k = u.userId + "\n" + anon;
     const t = this.tok;
     if (t && t.k == k && Date.now() < t.r) return Promise.resolve(t.t);
     if (!this.hs) {
       this.hs = this.post("/api/auth/session/", "ApiKey " + this.key, JSON.stringify({
         user_id: u.userId,
-        anonymous_id: u.anonymousId,
+        anonymous_id: anon,
         user_id_sig: u.userIdSig,
         user_id_ts: u.userIdTs
       })).then((a) => {

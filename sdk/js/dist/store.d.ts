@@ -5,6 +5,7 @@ export declare const MAX_STORED_CHARS: number;
 export declare const MAX_AGE_MS: number;
 /** A stored event: the time it was queued and its JSON. */
 export type Stored = [number, string];
+export declare function ls(): Storage | null;
 export declare class Store {
     private onOwned;
     readonly key: string;

@@ -31,6 +31,8 @@ await build({
   format: "iife",
   platform: "browser",
   minify: true,
+  // Private members get short names in the browser bundle (they are spelled out in the others).
+  mangleProps: /^(q|enq|uid|aid|timer|store|tok|pk|hs|saving|save|pump|forced|ka|waiters|settle|renew|ns|inflight|closed|active|retries|owned|own|onOwned|interval|hide|dirty|take|send|restore|beacon|backoff|claim|who|user|fail|browser|post|size|base|url|hidden|done)$/,
   banner: { js: `/* @cohort-dev/sdk ${version} | MIT */` },
   outfile: join(out, "cohort.min.js"),
 });

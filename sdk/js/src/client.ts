@@ -1,6 +1,7 @@
 import { uuidv7 } from "./uuid";
 import { aiReferral } from "./referral";
 import { Store, Stored } from "./store";
+import { ANON_KEY, USER_KEY, load, save } from "./identity";
 
 /** The current user, as the session handshake of a public key (pk_) needs it. */
 export interface UserContext {
@@ -17,7 +18,7 @@ export interface ClientOptions {
   apiUrl: string;
   /** sk_ authenticates directly (servers only); pk_ triggers the session handshake. */
   apiKey: string;
-  /** Current user context; used with a pk_ key. Default: anonymous. */
+  /** Current user context: the ids of events that name none, and the pk_ handshake. */
   getUser?: () => UserContext | null | undefined;
   /** false sends every event immediately. Default true. */
   batch?: boolean;
@@ -33,8 +34,11 @@ export interface ClientOptions {
   retryDelay?: number;
 }
 
+/** An event names its subject by userId, anonymousId or both; what the call leaves out comes from
+ * getUser and, in a browser, from identify and the visitor's anonymous id. */
 export interface TrackEvent {
-  userId: string;
+  userId?: string;
+  anonymousId?: string;
   eventType: string;
   occurredAt?: string | Date;
   payload?: Record<string, unknown>;
@@ -112,6 +116,8 @@ export class Client {
   private hs: Promise<string> | null = null;
   private browser: boolean;
   private store: Store | null = null;
+  private aid?: string; // browser: the visitor's anonymous id, once read
+  private uid?: string | null; // browser: the user id given to identify, once read (null: none)
 
   constructor(o: ClientOptions) {
     if (!o || !o.apiUrl || !o.apiKey) throw new TypeError("Cohort: apiUrl and apiKey are required");
@@ -129,7 +135,7 @@ export class Client {
     this.browser = typeof window != "undefined" && typeof document != "undefined";
     if (!this.browser) return;
     if (o.apiKey.indexOf("sk_") == 0) {
-      console.warn("Cohort: a secret key (sk_) is used in a browser, where every visitor can read it; use a public key (pk_) in web pages.");
+      console.warn("Cohort: a secret key (sk_) in a web page is readable by every visitor; use a public key (pk_).");
     }
     const claim = () => this.store && this.store.claim((ev) => this.restore(ev));
     this.store = new Store(hash(this.url + "\n" + this.key), () => {
@@ -137,6 +143,10 @@ export class Client {
       claim();
     });
     addEventListener("pagehide", () => this.hide(true));
+    // Another tab identified, reset or cleared storage: read the ids again.
+    addEventListener("storage", (e) => {
+      if (!e.key || e.key == ANON_KEY || e.key == USER_KEY) this.aid = this.uid = undefined;
+    });
     addEventListener("pageshow", () => (this.hidden = false));
     document.addEventListener("visibilitychange", () => {
       if (document.visibilityState == "hidden") this.hide(false);
@@ -146,26 +156,64 @@ export class Client {
 
   /** track queues an event; it never throws and never waits. */
   track(e: TrackEvent): void {
-    this.add(e && e.userId, e && e.eventType, e && e.payload, e && e.occurredAt);
+    this.add(e && e.userId, e && e.anonymousId, e && e.eventType, e && e.payload, e && e.occurredAt);
   }
 
-  /** identify sends a context_identified event with traits as payload. */
-  identify(o: { userId: string; traits?: Record<string, unknown> }): void {
-    this.add(o && o.userId, "context_identified", o && o.traits);
+  /** identify sends a context_identified event with traits as payload, carrying the user id and
+   * the anonymous id, which links the two. In a browser the user id is remembered (persisted) for
+   * later events; identifying another user than the remembered one starts a new anonymous id
+   * first, so one anonymous id never names two users. */
+  identify(o: { userId: string; anonymousId?: string; traits?: Record<string, unknown> }): void {
+    const id = o && o.userId;
+    if (!id || typeof id != "string") return this.fail("identify needs a userId", 1);
+    if (this.browser && id != this.who()) {
+      if (this.uid) this.renew();
+      save(USER_KEY, (this.uid = id));
+    }
+    this.add(id, o.anonymousId, "context_identified", o.traits);
+  }
+
+  /** reset (logout, browsers): forgets the identified user and starts a new anonymous id. */
+  reset(): void {
+    if (!this.browser) return;
+    save(USER_KEY, (this.uid = null));
+    this.renew();
+  }
+
+  /** anonymousId is the visitor's anonymous id: in a browser a UUIDv7 made on first use and
+   * persisted (localStorage and a first-party cookie); in Node getUser's, if any (never made up). */
+  anonymousId(): string | undefined {
+    if (!this.browser) return this.user().anonymousId;
+    if (!this.aid) {
+      const a = load(ANON_KEY);
+      if (a && a.length < 256) this.aid = a;
+      else this.renew();
+    }
+    return this.aid;
+  }
+
+  private renew(): void {
+    save(ANON_KEY, (this.aid = uuidv7()));
+  }
+
+  /** who is the user id identify remembered (browsers). */
+  private who(): string | undefined {
+    if (this.uid === undefined) this.uid = load(USER_KEY);
+    return this.uid || undefined;
   }
 
   /** trackPageView sends page_viewed (and ai_referral_session, once per page load, when the
    * visit came from a known AI assistant); a no-op outside a browser. */
   trackPageView(o: { userId?: string; path?: string } = {}): void {
     if (!this.browser) return;
-    const user = o.userId || this.user().userId || "anonymous";
+    const user = o.userId;
     const href = location.href;
     const ref = document.referrer;
-    this.add(user, "page_viewed", { path: o.path || location.pathname, url: href, referrer: ref, title: document.title });
+    this.add(user, 0, "page_viewed", { path: o.path || location.pathname, url: href, referrer: ref, title: document.title });
     const ai = referred ? null : aiReferral(href, ref);
     if (ai) {
       referred = true;
-      this.add(user, "ai_referral_session", ai as any);
+      this.add(user, 0, "ai_referral_session", ai as any);
     }
   }
 
@@ -184,16 +232,30 @@ export class Client {
     return this.flush();
   }
 
-  private add(user: unknown, type: unknown, payload?: unknown, at?: string | Date): void {
+  /** add queues an event of user and anon; what the call leaves out comes from getUser (whose
+   * anonymous id only for its own user), then in a browser from identify and the visitor's id. */
+  private add(user: any, anon: any, type: unknown, payload?: unknown, at?: string | Date): void {
     if (this.closed) return this.fail("the client is shut down; event dropped", 1);
-    if (typeof user != "string" || !user) return this.fail("userId is required", 1);
+    if (this.getUser && !(user && anon)) {
+      const c = this.user();
+      if (!anon && (!user || !c.userId || c.userId == user)) anon = c.anonymousId;
+      user = user || c.userId;
+    }
+    if (this.browser) {
+      user = user || this.who();
+      anon = anon || this.anonymousId();
+    }
+    if ((user && typeof user != "string") || (anon && typeof anon != "string") || !(user || anon)) {
+      return this.fail("userId or anonymousId (a string) is required", 1);
+    }
     if (typeof type != "string" || !EVENT_TYPE.test(type)) return this.fail(`eventType ${JSON.stringify(type)} is not snake_case`, 1);
     if (payload != null && (typeof payload != "object" || Array.isArray(payload))) return this.fail("payload must be an object", 1);
     const now = Date.now();
     let s: string;
     try {
       s = JSON.stringify({
-        user_id: user,
+        user_id: user || undefined,
+        anonymous_id: anon || undefined,
         event_type: type,
         occurred_at: new Date(at == null ? now : at).toISOString(),
         payload: payload || undefined,
@@ -344,13 +406,14 @@ export class Client {
    * handshake at a time. A failed handshake throws its Answer. */
   private token(): Promise<string> {
     const u = this.user();
-    const k = u.userId + "\n" + u.anonymousId;
+    const anon = u.anonymousId || (this.browser ? this.anonymousId() : undefined);
+    const k = u.userId + "\n" + anon;
     const t = this.tok;
     if (t && t.k == k && Date.now() < t.r) return Promise.resolve(t.t);
     if (!this.hs) {
       this.hs = this.post("/api/auth/session/", "ApiKey " + this.key, JSON.stringify({
         user_id: u.userId,
-        anonymous_id: u.anonymousId,
+        anonymous_id: anon,
         user_id_sig: u.userIdSig,
         user_id_ts: u.userIdTs,
       })).then((a) => {

@@ -25,7 +25,7 @@ interface Doc {
   e: Stored[];
 }
 
-function ls(): Storage | null {
+export function ls(): Storage | null {
   try {
     return typeof localStorage != "undefined" ? localStorage : null;
   } catch {
