@@ -31,8 +31,9 @@ await build({
   format: "iife",
   platform: "browser",
   minify: true,
-  // Private members get short names in the browser bundle (they are spelled out in the others).
-  mangleProps: /^(q|enq|uid|aid|timer|store|tok|pk|hs|saving|save|pump|forced|ka|waiters|settle|renew|ns|inflight|closed|active|retries|owned|own|onOwned|interval|hide|dirty|take|send|restore|beacon|backoff|claim|who|user|fail|browser|post|size|base|url|hidden|done)$/,
+  // Private members (named _x in src/) get short names in the browser bundle; the other builds keep
+  // them. Public names, options and every key sent to the API have no leading underscore.
+  mangleProps: /^_/,
   banner: { js: `/* @cohort-dev/sdk ${version} | MIT */` },
   outfile: join(out, "cohort.min.js"),
 });
