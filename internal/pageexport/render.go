@@ -70,7 +70,10 @@ Page.tsx    a React component (it imports nothing but React): drop it into a Rea
 
 Both page.html and Page.tsx load the Cohort client library from your Cohort API and record a
 page view with your public (pk_) key, so visits (and visits referred by AI assistants) show up
-in Cohort from the first one. Remove the snippet (the last <script> of page.html,
+in Cohort from the first one. A view is recorded as the visitor's anonymous id, which the library
+keeps in the browser (localStorage and a first-party cookie on your site's domain); when the
+visitor signs up or logs in on a page of the same site, call identify({ userId }) with the
+client library there, and the views made before count for that user. Remove the snippet (the last <script> of page.html,
 useCohortPageView in Page.tsx) to stop tracking.
 `
 

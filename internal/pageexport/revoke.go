@@ -116,7 +116,8 @@ func (s *Service) deleteFiles(ctx context.Context, keys []string) error {
 
 // trackingScript is the text of the HTML export's tracking snippet: the same in every export (it
 // reads its settings from its own data-cohort-* attributes), so that a Content-Security-Policy
-// can allow it by its hash instead of allowing every inline script.
+// can allow it by its hash instead of allowing every inline script. It names no user: the client
+// library records the view as the visitor's anonymous id, which it keeps in the browser.
 const trackingScript = `
 (function (d) {
   var s = document.createElement("script");

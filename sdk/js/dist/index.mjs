@@ -97,32 +97,32 @@ function locks() {
 var Store = class {
   /** ns names the destination (API URL and key): only events for it are claimed. onOwned runs once
    * the tab owns its key, when writing is allowed. */
-  constructor(ns, onOwned) {
-    this.onOwned = onOwned;
-    this.owned = false;
-    this.ns = PREFIX + ns + "_";
-    this.key = this.ns + Math.random().toString(36).slice(2, 12);
+  constructor(ns, _onOwned) {
+    this._onOwned = _onOwned;
+    this._owned = false;
+    this._ns = PREFIX + ns + "_";
+    this._key = this._ns + Math.random().toString(36).slice(2, 12);
     const l = locks();
     if (l) {
-      l.request(this.key, () => {
-        this.own();
+      l.request(this._key, () => {
+        this._own();
         return new Promise(() => {
         });
       }).catch(() => {
       });
-    } else this.own();
+    } else this._own();
   }
-  own() {
-    this.owned = true;
-    this.onOwned();
+  _own() {
+    this._owned = true;
+    this._onOwned();
   }
   /** save replaces this tab's stored events, keeping the newest within the caps; closed marks the
    * tab as gone (pagehide). */
-  save(events, closed) {
+  _save(events, closed) {
     const s = ls();
-    if (!s || !this.owned) return;
+    if (!s || !this._owned) return;
     try {
-      if (!events.length) return s.removeItem(this.key);
+      if (!events.length) return s.removeItem(this._key);
       let n = 0;
       let i = events.length;
       const min = Date.now() - MAX_AGE_MS;
@@ -133,12 +133,12 @@ var Store = class {
       }
       const doc = { h: Date.now(), e: events.slice(i) };
       if (closed) doc.c = 1;
-      s.setItem(this.key, JSON.stringify(doc));
+      s.setItem(this._key, JSON.stringify(doc));
     } catch {
     }
   }
   /** claim takes the stored events of tabs that are gone and hands them to take. */
-  claim(take) {
+  _claim(take) {
     const s = ls();
     if (!s) return;
     const l = locks();
@@ -148,7 +148,7 @@ var Store = class {
       const keys = [];
       for (let i = 0; i < s.length; i++) keys.push(s.key(i) || "");
       for (const k of keys) {
-        if (k === this.key || k.indexOf(this.ns) !== 0) continue;
+        if (k === this._key || k.indexOf(this._ns) !== 0) continue;
         try {
           const doc = JSON.parse(s.getItem(k) || "null");
           if (live ? live.has(k) : doc && !doc.c && doc.h > Date.now() - STALE_MS) continue;
@@ -169,6 +169,56 @@ var Store = class {
   }
 };
 
+// src/identity.ts
+var ANON_KEY = "cohort_anonymous_id";
+var USER_KEY = "cohort_user_id";
+var MAX_AGE = 31536e3;
+var domain;
+function cookieDomain() {
+  if (domain == null) {
+    domain = "";
+    const h = location.hostname;
+    const p = h.split(".");
+    if (p.length > 1 && !/^[\d.]+$|:/.test(h)) {
+      for (let i = p.length - 2; i >= 0 && !domain; i--) {
+        const d = p.slice(i).join(".");
+        const probe = "cohort_probe=1;path=/;domain=" + d;
+        document.cookie = probe;
+        if (document.cookie.indexOf("cohort_probe=1") >= 0) {
+          document.cookie = probe + ";max-age=0";
+          domain = d;
+        }
+      }
+    }
+  }
+  return domain;
+}
+function load(k) {
+  let v = null;
+  try {
+    v = ls().getItem(k);
+  } catch {
+  }
+  try {
+    v = v || decodeURIComponent((document.cookie.match("(?:^|; )" + k + "=([^;]+)") || [])[1] || "") || null;
+  } catch {
+  }
+  if (v) save(k, v);
+  return v;
+}
+function save(k, v) {
+  try {
+    const s = ls();
+    if (s) v == null ? s.removeItem(k) : s.setItem(k, v);
+  } catch {
+  }
+  try {
+    const d = cookieDomain();
+    document.cookie = k + "=" + encodeURIComponent(v || "") + ";path=/;max-age=" + (v == null ? 0 : MAX_AGE) + (d ? ";domain=" + d : "") + ";SameSite=Lax" + (location.protocol == "https:" ? ";Secure" : "");
+  } catch {
+  }
+}
+
 // src/client.ts
 var MAX_EVENTS = 500;
 var MAX_REQUEST_CHARS = 512 * 1024;
@@ -188,168 +238,220 @@ function hash(s) {
   return (h >>> 0).toString(36);
 }
 var Client = class {
+  // browser: the user id given to identify, once read (null: none)
   constructor(o) {
-    this.q = [];
-    this.inflight = /* @__PURE__ */ new Set();
-    this.active = 0;
-    this.enq = 0;
+    this._q = [];
+    this._inflight = /* @__PURE__ */ new Set();
+    this._active = 0;
+    this._enq = 0;
     // events ever queued
-    this.done = 0;
+    this._done = 0;
     // events delivered or dropped
-    this.forced = 0;
+    this._forced = 0;
     // events up to this count go out without waiting for a full batch
-    this.waiters = [];
-    this.timer = 0;
-    this.saving = 0;
-    this.closed = false;
-    this.hidden = false;
-    this.ka = 0;
+    this._waiters = [];
+    this._timer = 0;
+    this._saving = 0;
+    this._closed = false;
+    this._hidden = false;
+    this._ka = 0;
     // bytes of keepalive requests in flight
-    this.tok = null;
-    this.hs = null;
-    this.store = null;
+    this._tok = null;
+    this._hs = null;
+    this._store = null;
     if (!o || !o.apiUrl || !o.apiKey) throw new TypeError("Cohort: apiUrl and apiKey are required");
     if (typeof fetch != "function") throw new TypeError("Cohort: the Fetch API is required (Node >= 18 or a modern browser)");
-    this.url = o.apiUrl.replace(/\/+$/, "");
-    this.key = o.apiKey;
-    this.pk = o.apiKey.indexOf("pk_") == 0;
-    this.batch = o.batch !== false;
-    this.size = Math.max(1, Math.min(MAX_EVENTS, o.batchSize || 20));
-    this.interval = o.flushInterval == null ? 5e3 : o.flushInterval;
-    this.retries = o.maxRetries == null ? 5 : o.maxRetries;
-    this.base = o.retryDelay == null ? 500 : o.retryDelay;
-    this.getUser = o.getUser;
-    this.onError = o.onError || ((e) => console.error(e));
-    this.browser = typeof window != "undefined" && typeof document != "undefined";
-    if (!this.browser) return;
+    this._url = o.apiUrl.replace(/\/+$/, "");
+    this._key = o.apiKey;
+    this._pk = o.apiKey.indexOf("pk_") == 0;
+    this._batch = o.batch !== false;
+    this._size = Math.max(1, Math.min(MAX_EVENTS, o.batchSize || 20));
+    this._interval = o.flushInterval == null ? 5e3 : o.flushInterval;
+    this._retries = o.maxRetries == null ? 5 : o.maxRetries;
+    this._base = o.retryDelay == null ? 500 : o.retryDelay;
+    this._getUser = o.getUser;
+    this._onError = o.onError || ((e) => console.error(e));
+    this._browser = typeof window != "undefined" && typeof document != "undefined";
+    if (!this._browser) return;
     if (o.apiKey.indexOf("sk_") == 0) {
-      console.warn("Cohort: a secret key (sk_) is used in a browser, where every visitor can read it; use a public key (pk_) in web pages.");
+      console.warn("Cohort: a secret key (sk_) in a web page is readable by every visitor; use a public key (pk_).");
     }
-    const claim = () => this.store && this.store.claim((ev) => this.restore(ev));
-    this.store = new Store(hash(this.url + "\n" + this.key), () => {
-      this.save();
+    const claim = () => this._store && this._store._claim((ev) => this._restore(ev));
+    this._store = new Store(hash(this._url + "\n" + this._key), () => {
+      this._save();
       claim();
     });
-    addEventListener("pagehide", () => this.hide(true));
-    addEventListener("pageshow", () => this.hidden = false);
+    addEventListener("pagehide", () => this._hide(true));
+    addEventListener("storage", (e) => {
+      if (!e.key || e.key == ANON_KEY || e.key == USER_KEY) this._aid = this._uid = void 0;
+    });
+    addEventListener("pageshow", () => this._hidden = false);
     document.addEventListener("visibilitychange", () => {
-      if (document.visibilityState == "hidden") this.hide(false);
+      if (document.visibilityState == "hidden") this._hide(false);
       else claim();
     });
   }
   /** track queues an event; it never throws and never waits. */
   track(e) {
-    this.add(e && e.userId, e && e.eventType, e && e.payload, e && e.occurredAt);
+    this._add(e && e.userId, e && e.anonymousId, e && e.eventType, e && e.payload, e && e.occurredAt);
   }
-  /** identify sends a context_identified event with traits as payload. */
+  /** identify sends a context_identified event with traits as payload, carrying the user id and
+   * the anonymous id, which links the two. In a browser the user id is remembered (persisted) for
+   * later events; identifying another user than the remembered one starts a new anonymous id
+   * first, so one anonymous id never names two users. */
   identify(o) {
-    this.add(o && o.userId, "context_identified", o && o.traits);
+    const id = o && o.userId;
+    if (!id || typeof id != "string") return this._fail("identify needs a userId", 1);
+    if (this._browser && id != this._who()) {
+      if (this._uid) this._renew();
+      save(USER_KEY, this._uid = id);
+    }
+    this._add(id, o.anonymousId, "context_identified", o.traits);
+  }
+  /** reset (logout, browsers): forgets the identified user and starts a new anonymous id. */
+  reset() {
+    if (!this._browser) return;
+    save(USER_KEY, this._uid = null);
+    this._renew();
+  }
+  /** anonymousId is the visitor's anonymous id: in a browser a UUIDv7 made on first use and
+   * persisted (localStorage and a first-party cookie); in Node getUser's, if any (never made up). */
+  anonymousId() {
+    if (!this._browser) return this._user().anonymousId;
+    if (!this._aid) {
+      const a = load(ANON_KEY);
+      if (a && a.length < 256) this._aid = a;
+      else this._renew();
+    }
+    return this._aid;
+  }
+  _renew() {
+    save(ANON_KEY, this._aid = uuidv7());
+  }
+  /** who is the user id identify remembered (browsers). */
+  _who() {
+    if (this._uid === void 0) this._uid = load(USER_KEY);
+    return this._uid || void 0;
   }
   /** trackPageView sends page_viewed (and ai_referral_session, once per page load, when the
    * visit came from a known AI assistant); a no-op outside a browser. */
   trackPageView(o = {}) {
-    if (!this.browser) return;
-    const user = o.userId || this.user().userId || "anonymous";
+    if (!this._browser) return;
+    const user = o.userId;
     const href = location.href;
     const ref = document.referrer;
-    this.add(user, "page_viewed", { path: o.path || location.pathname, url: href, referrer: ref, title: document.title });
+    this._add(user, 0, "page_viewed", { path: o.path || location.pathname, url: href, referrer: ref, title: document.title });
     const ai = referred ? null : aiReferral(href, ref);
     if (ai) {
       referred = true;
-      this.add(user, "ai_referral_session", ai);
+      this._add(user, 0, "ai_referral_session", ai);
     }
   }
   /** flush sends every queued event now; it resolves once they are delivered or dropped. */
   flush() {
-    const target = this.forced = this.enq;
-    this.pump();
-    return this.done >= target ? Promise.resolve() : new Promise((r) => this.waiters.push([target, r]));
+    const target = this._forced = this._enq;
+    this._pump();
+    return this._done >= target ? Promise.resolve() : new Promise((r) => this._waiters.push([target, r]));
   }
   /** shutdown stops the timer, refuses further events and flushes the rest. */
   shutdown() {
-    this.closed = true;
-    clearTimeout(this.timer);
-    this.timer = 0;
+    this._closed = true;
+    clearTimeout(this._timer);
+    this._timer = 0;
     return this.flush();
   }
-  add(user, type, payload, at) {
-    if (this.closed) return this.fail("the client is shut down; event dropped", 1);
-    if (typeof user != "string" || !user) return this.fail("userId is required", 1);
-    if (typeof type != "string" || !EVENT_TYPE.test(type)) return this.fail(`eventType ${JSON.stringify(type)} is not snake_case`, 1);
-    if (payload != null && (typeof payload != "object" || Array.isArray(payload))) return this.fail("payload must be an object", 1);
+  /** add queues an event of user and anon; what the call leaves out comes from getUser (whose
+   * anonymous id only for its own user), then in a browser from identify and the visitor's id. */
+  _add(user, anon, type, payload, at) {
+    if (this._closed) return this._fail("the client is shut down; event dropped", 1);
+    if (this._getUser && !(user && anon)) {
+      const c = this._user();
+      if (!anon && (!user || !c.userId || c.userId == user)) anon = c.anonymousId;
+      user = user || c.userId;
+    }
+    if (this._browser) {
+      user = user || this._who();
+      anon = anon || this.anonymousId();
+    }
+    if (user && typeof user != "string" || anon && typeof anon != "string" || !(user || anon)) {
+      return this._fail("userId or anonymousId (a string) is required", 1);
+    }
+    if (typeof type != "string" || !EVENT_TYPE.test(type)) return this._fail(`eventType ${JSON.stringify(type)} is not snake_case`, 1);
+    if (payload != null && (typeof payload != "object" || Array.isArray(payload))) return this._fail("payload must be an object", 1);
     const now = Date.now();
     let s;
     try {
       s = JSON.stringify({
-        user_id: user,
+        user_id: user || void 0,
+        anonymous_id: anon || void 0,
         event_type: type,
         occurred_at: new Date(at == null ? now : at).toISOString(),
         payload: payload || void 0,
         message_id: uuidv7()
       });
     } catch (err) {
-      return this.fail("event not serializable: " + err.message, 1);
+      return this._fail("event not serializable: " + err.message, 1);
     }
-    if (s.length > MAX_EVENT_CHARS) return this.fail("event larger than 32 KiB", 1);
-    this.q.push([now, s]);
-    this.enq++;
-    if (this.q.length > MAX_QUEUE) {
-      this.q.shift();
-      this.settle(1);
-      this.fail("queue full: dropped the oldest event", 1);
+    if (s.length > MAX_EVENT_CHARS) return this._fail("event larger than 32 KiB", 1);
+    this._q.push([now, s]);
+    this._enq++;
+    if (this._q.length > MAX_QUEUE) {
+      this._q.shift();
+      this._settle(1);
+      this._fail("queue full: dropped the oldest event", 1);
     }
-    if (!this.batch) this.forced = this.enq;
-    if (this.store && this.pk && !this.hs && !(this.tok && now < this.tok.r)) this.token().catch(() => {
+    if (!this._batch) this._forced = this._enq;
+    if (this._store && this._pk && !this._hs && !(this._tok && now < this._tok.r)) this._token().catch(() => {
     });
-    this.pump();
-    this.dirty();
+    this._pump();
+    this._dirty();
   }
   /** pump starts requests while there is a full batch (or forced events) and a free slot. */
-  pump() {
-    const slots = this.batch ? 1 : 8;
-    while (this.active < slots && this.q.length && (this.q.length >= this.size || this.enq - this.q.length < this.forced)) {
-      const chunk = this.take(this.batch ? MAX_EVENTS : 1);
-      this.active++;
-      this.inflight.add(chunk);
+  _pump() {
+    const slots = this._batch ? 1 : 8;
+    while (this._active < slots && this._q.length && (this._q.length >= this._size || this._enq - this._q.length < this._forced)) {
+      const chunk = this._take(this._batch ? MAX_EVENTS : 1);
+      this._active++;
+      this._inflight.add(chunk);
       const fin = () => {
-        this.active--;
-        this.inflight.delete(chunk);
-        this.settle(chunk.length);
-        this.pump();
-        this.dirty();
+        this._active--;
+        this._inflight.delete(chunk);
+        this._settle(chunk.length);
+        this._pump();
+        this._dirty();
       };
-      this.send(chunk).then(fin, fin);
+      this._send(chunk).then(fin, fin);
     }
-    if (!this.q.length || this.closed) {
-      clearTimeout(this.timer);
-      this.timer = 0;
-    } else if (!this.timer) {
-      this.timer = setTimeout(() => {
-        this.timer = 0;
+    if (!this._q.length || this._closed) {
+      clearTimeout(this._timer);
+      this._timer = 0;
+    } else if (!this._timer) {
+      this._timer = setTimeout(() => {
+        this._timer = 0;
         this.flush();
-      }, this.interval);
+      }, this._interval);
     }
   }
-  take(max) {
+  _take(max) {
     let n = 0;
     let chars = 0;
-    while (n < this.q.length && n < max && (n == 0 || chars + this.q[n][1].length < MAX_REQUEST_CHARS)) chars += this.q[n++][1].length;
-    return this.q.splice(0, n);
+    while (n < this._q.length && n < max && (n == 0 || chars + this._q[n][1].length < MAX_REQUEST_CHARS)) chars += this._q[n++][1].length;
+    return this._q.splice(0, n);
   }
-  settle(n) {
-    this.done += n;
-    this.waiters = this.waiters.filter(([t, r]) => this.done >= t ? (r(), false) : true);
+  _settle(n) {
+    this._done += n;
+    this._waiters = this._waiters.filter(([t, r]) => this._done >= t ? (r(), false) : true);
   }
   /** send delivers one chunk: retries with backoff, a new session token on 401 (once). It never
    * rejects: what cannot be delivered is reported to onError. */
-  async send(chunk) {
+  async _send(chunk) {
     let renewed = false;
     for (let attempt = 0; ; ) {
       let a = null;
       let err = "network error";
       try {
-        const tok = this.pk ? await this.token() : "";
-        a = await this.post(BATCH_PATH, tok ? "Bearer " + tok : "ApiKey " + this.key, this.body(chunk));
+        const tok = this._pk ? await this._token() : "";
+        a = await this._post(BATCH_PATH, tok ? "Bearer " + tok : "ApiKey " + this._key, this._body(chunk));
       } catch (e) {
         if (e && e.s) a = e;
         else err += ": " + (e && e.message);
@@ -357,7 +459,7 @@ var Client = class {
       if (a && a.s >= 200 && a.s < 300) {
         const rej = a.b && a.b.errors || [];
         if (rej.length) {
-          this.fail(
+          this._fail(
             `${rej.length} of ${chunk.length} events rejected: ` + rej.slice(0, 5).map((x) => `events[${x.index}] ${x.code}: ${x.message}`).join("; "),
             rej.length,
             a.s,
@@ -366,40 +468,40 @@ var Client = class {
         }
         return;
       }
-      if (a && a.s == 401 && this.pk && !renewed) {
+      if (a && a.s == 401 && this._pk && !renewed) {
         renewed = true;
-        this.tok = null;
+        this._tok = null;
         continue;
       }
       const s = a ? a.s : 0;
-      if (s && s != 408 && s != 429 && s < 500 || attempt >= this.retries) {
+      if (s && s != 408 && s != 429 && s < 500 || attempt >= this._retries) {
         const d = a && a.b && a.b.error;
         const msg = d ? `${s} ${d.code}: ${d.message}` : s ? "HTTP " + s : err;
-        return this.fail(`${chunk.length} events not delivered: ${msg}`, chunk.length, s || void 0, d && d.code);
+        return this._fail(`${chunk.length} events not delivered: ${msg}`, chunk.length, s || void 0, d && d.code);
       }
-      await sleep(this.backoff(attempt++, a && a.h));
+      await sleep(this._backoff(attempt++, a && a.h));
     }
   }
   /** backoff is Retry-After when the server sent one, else exponential with jitter. */
-  backoff(attempt, retryAfter) {
+  _backoff(attempt, retryAfter) {
     if (retryAfter) {
       const ms = /^\s*\d+\s*$/.test(retryAfter) ? +retryAfter * 1e3 : Date.parse(retryAfter) - Date.now();
       if (ms >= 0) return Math.min(ms, MAX_RETRY_AFTER);
     }
-    const d = Math.min(MAX_BACKOFF, this.base * 2 ** attempt);
+    const d = Math.min(MAX_BACKOFF, this._base * 2 ** attempt);
     return d / 2 + Math.random() * d / 2;
   }
   /** body is a batch request: each event stamped with this request's sent_at, so the server can
    * correct the client's clock; beacons carry the session token first, as the server reads it. */
-  body(chunk, token) {
+  _body(chunk, token) {
     const head = `{"sent_at":"${(/* @__PURE__ */ new Date()).toISOString()}",`;
     let out = token ? `{"session_token":${JSON.stringify(token)},"events":[` : `{"events":[`;
     for (let i = 0; i < chunk.length; i++) out += (i ? "," : "") + head + chunk[i][1].slice(1);
     return out + "]}";
   }
-  async post(path, auth, body) {
+  async _post(path, auth, body) {
     const AS = typeof AbortSignal != "undefined" ? AbortSignal : null;
-    const res = await fetch(this.url + path, {
+    const res = await fetch(this._url + path, {
       method: "POST",
       headers: { Authorization: auth, "Content-Type": "application/json" },
       body,
@@ -412,25 +514,26 @@ var Client = class {
     }
     return { s: res.status, h: res.headers.get("Retry-After"), b };
   }
-  user() {
+  _user() {
     try {
-      return this.getUser && this.getUser() || {};
+      return this._getUser && this._getUser() || {};
     } catch (e) {
-      this.fail("getUser failed: " + e.message, 0);
+      this._fail("getUser failed: " + e.message, 0);
       return {};
     }
   }
   /** token is the cached session token for the current user, refreshed before it expires; one
    * handshake at a time. A failed handshake throws its Answer. */
-  token() {
-    const u = this.user();
-    const k = u.userId + "\n" + u.anonymousId;
-    const t = this.tok;
+  _token() {
+    const u = this._user();
+    const anon = u.anonymousId || (this._browser ? this.anonymousId() : void 0);
+    const k = u.userId + "\n" + anon;
+    const t = this._tok;
     if (t && t.k == k && Date.now() < t.r) return Promise.resolve(t.t);
-    if (!this.hs) {
-      this.hs = this.post("/api/auth/session/", "ApiKey " + this.key, JSON.stringify({
+    if (!this._hs) {
+      this._hs = this._post("/api/auth/session/", "ApiKey " + this._key, JSON.stringify({
         user_id: u.userId,
-        anonymous_id: u.anonymousId,
+        anonymous_id: anon,
         user_id_sig: u.userIdSig,
         user_id_ts: u.userIdTs
       })).then((a) => {
@@ -438,70 +541,70 @@ var Client = class {
         if (a.s < 200 || a.s > 299 || typeof b.token != "string") throw a.s < 300 ? { ...a, s: 502 } : a;
         const now = Date.now();
         const life = b.expires_in > 0 ? b.expires_in * 1e3 : Date.parse(b.expires_at) - now || 0;
-        this.tok = { t: b.token, k, e: now + life, r: now + life - Math.min(6e4, life / 5) };
+        this._tok = { t: b.token, k, e: now + life, r: now + life - Math.min(6e4, life / 5) };
         return b.token;
       });
-      const clear = () => this.hs = null;
-      this.hs.then(clear, clear);
+      const clear = () => this._hs = null;
+      this._hs.then(clear, clear);
     }
-    return this.hs;
+    return this._hs;
   }
   /** hide sends the queue with keepalive requests (or sendBeacon) that outlive the page, within
    * the 64 KiB budget; what does not fit, or cannot be sent now, stays stored for the next load. */
-  hide(closing) {
-    if (closing) this.hidden = true;
-    const t = this.tok;
-    const token = this.pk ? t && Date.now() < t.e - 5e3 ? t.t : "" : "";
-    if (navigator.onLine !== false && (token || !this.pk)) {
+  _hide(closing) {
+    if (closing) this._hidden = true;
+    const t = this._tok;
+    const token = this._pk ? t && Date.now() < t.e - 5e3 ? t.t : "" : "";
+    if (navigator.onLine !== false && (token || !this._pk)) {
       const enc = new TextEncoder();
-      let budget = KEEPALIVE_BUDGET - this.ka;
-      while (this.q.length) {
+      let budget = KEEPALIVE_BUDGET - this._ka;
+      while (this._q.length) {
         let size = 40 + token.length;
         let n = 0;
-        for (; n < this.q.length && n < MAX_EVENTS; n++) {
-          const len = enc.encode(this.q[n][1]).length + 40;
+        for (; n < this._q.length && n < MAX_EVENTS; n++) {
+          const len = enc.encode(this._q[n][1]).length + 40;
           if (size + len > budget) break;
           size += len;
         }
         if (!n) break;
-        const chunk = this.q.splice(0, n);
-        if (!this.beacon(chunk, token, size)) {
-          this.q.unshift(...chunk);
+        const chunk = this._q.splice(0, n);
+        if (!this._beacon(chunk, token, size)) {
+          this._q.unshift(...chunk);
           break;
         }
         budget -= size;
-        this.settle(n);
+        this._settle(n);
       }
     }
-    clearTimeout(this.saving);
-    this.saving = 0;
-    this.save();
+    clearTimeout(this._saving);
+    this._saving = 0;
+    this._save();
   }
-  beacon(chunk, token, size) {
-    const url = this.url + BATCH_PATH;
-    const body = this.body(chunk, token);
+  _beacon(chunk, token, size) {
+    const url = this._url + BATCH_PATH;
+    const body = this._body(chunk, token);
     if (typeof Request != "undefined" && "keepalive" in Request.prototype) {
       const again = () => {
-        this.q.unshift(...chunk);
-        this.enq += chunk.length;
-        this.forced = this.enq;
-        if (!this.hidden) this.pump();
-        this.save();
+        this._q.unshift(...chunk);
+        this._enq += chunk.length;
+        this._forced = this._enq;
+        if (!this._hidden) this._pump();
+        this._save();
       };
-      this.ka += size;
+      this._ka += size;
       fetch(url, {
         method: "POST",
         keepalive: true,
         // text/plain with the token in the body is a simple request: no preflight before unload.
-        headers: token ? { "Content-Type": "text/plain" } : { Authorization: "ApiKey " + this.key, "Content-Type": "application/json" },
+        headers: token ? { "Content-Type": "text/plain" } : { Authorization: "ApiKey " + this._key, "Content-Type": "application/json" },
         body
       }).then((r) => {
-        this.ka -= size;
+        this._ka -= size;
         const s = r.status;
         if (s == 401 || s == 408 || s == 429 || s >= 500) again();
-        else if (s >= 400) this.fail(`${chunk.length} events not delivered: HTTP ${s}`, chunk.length, s);
+        else if (s >= 400) this._fail(`${chunk.length} events not delivered: HTTP ${s}`, chunk.length, s);
       }, () => {
-        this.ka -= size;
+        this._ka -= size;
         again();
       });
       return true;
@@ -509,35 +612,35 @@ var Client = class {
     return !!token && navigator.sendBeacon(url, body);
   }
   /** restore queues events another (closed) tab left stored, and sends them now. */
-  restore(ev) {
-    this.q.unshift(...ev);
-    this.enq += ev.length;
-    this.forced = this.enq;
-    this.pump();
-    this.save();
+  _restore(ev) {
+    this._q.unshift(...ev);
+    this._enq += ev.length;
+    this._forced = this._enq;
+    this._pump();
+    this._save();
   }
-  dirty() {
-    if (this.store && !this.saving) {
-      this.saving = setTimeout(() => {
-        this.saving = 0;
-        this.save();
+  _dirty() {
+    if (this._store && !this._saving) {
+      this._saving = setTimeout(() => {
+        this._saving = 0;
+        this._save();
       }, 0);
     }
   }
   /** save stores every event not yet confirmed: those in requests, then the queue. */
-  save() {
-    if (!this.store) return;
+  _save() {
+    if (!this._store) return;
     const all = [];
-    this.inflight.forEach((c) => all.push(...c));
-    this.store.save(all.concat(this.q), this.hidden);
+    this._inflight.forEach((c) => all.push(...c));
+    this._store._save(all.concat(this._q), this._hidden);
   }
-  fail(msg, events, status, code) {
+  _fail(msg, events, status, code) {
     const e = new Error("Cohort: " + msg);
     e.events = events;
     if (status) e.status = status;
     if (code) e.code = code;
     try {
-      this.onError(e);
+      this._onError(e);
     } catch {
     }
   }

@@ -31,6 +31,9 @@ await build({
   format: "iife",
   platform: "browser",
   minify: true,
+  // Private members (named _x in src/) get short names in the browser bundle; the other builds keep
+  // them. Public names, options and every key sent to the API have no leading underscore.
+  mangleProps: /^_/,
   banner: { js: `/* @cohort-dev/sdk ${version} | MIT */` },
   outfile: join(out, "cohort.min.js"),
 });

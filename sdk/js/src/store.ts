@@ -25,7 +25,7 @@ interface Doc {
   e: Stored[];
 }
 
-function ls(): Storage | null {
+export function ls(): Storage | null {
   try {
     return typeof localStorage != "undefined" ? localStorage : null;
   } catch {
@@ -38,36 +38,36 @@ function locks(): any {
 }
 
 export class Store {
-  readonly key: string;
-  private owned = false;
-  private ns: string;
+  readonly _key: string;
+  private _owned = false;
+  private _ns: string;
 
   /** ns names the destination (API URL and key): only events for it are claimed. onOwned runs once
    * the tab owns its key, when writing is allowed. */
-  constructor(ns: string, private onOwned: () => void) {
-    this.ns = PREFIX + ns + "_";
-    this.key = this.ns + Math.random().toString(36).slice(2, 12);
+  constructor(ns: string, private _onOwned: () => void) {
+    this._ns = PREFIX + ns + "_";
+    this._key = this._ns + Math.random().toString(36).slice(2, 12);
     const l = locks();
     if (l) {
-      l.request(this.key, () => {
-        this.own();
+      l.request(this._key, () => {
+        this._own();
         return new Promise(() => {});
       }).catch(() => {});
-    } else this.own();
+    } else this._own();
   }
 
-  private own() {
-    this.owned = true;
-    this.onOwned();
+  private _own() {
+    this._owned = true;
+    this._onOwned();
   }
 
   /** save replaces this tab's stored events, keeping the newest within the caps; closed marks the
    * tab as gone (pagehide). */
-  save(events: Stored[], closed?: boolean): void {
+  _save(events: Stored[], closed?: boolean): void {
     const s = ls();
-    if (!s || !this.owned) return;
+    if (!s || !this._owned) return;
     try {
-      if (!events.length) return s.removeItem(this.key);
+      if (!events.length) return s.removeItem(this._key);
       let n = 0;
       let i = events.length;
       const min = Date.now() - MAX_AGE_MS;
@@ -78,14 +78,14 @@ export class Store {
       }
       const doc: Doc = { h: Date.now(), e: events.slice(i) };
       if (closed) doc.c = 1;
-      s.setItem(this.key, JSON.stringify(doc));
+      s.setItem(this._key, JSON.stringify(doc));
     } catch {
       // quota exceeded or storage disabled: the events are still in memory
     }
   }
 
   /** claim takes the stored events of tabs that are gone and hands them to take. */
-  claim(take: (events: Stored[]) => void): void {
+  _claim(take: (events: Stored[]) => void): void {
     const s = ls();
     if (!s) return;
     const l = locks();
@@ -95,7 +95,7 @@ export class Store {
       const keys: string[] = [];
       for (let i = 0; i < s.length; i++) keys.push(s.key(i) || "");
       for (const k of keys) {
-        if (k === this.key || k.indexOf(this.ns) !== 0) continue;
+        if (k === this._key || k.indexOf(this._ns) !== 0) continue;
         try {
           const doc: Doc = JSON.parse(s.getItem(k) || "null");
           if (live ? live.has(k) : doc && !doc.c && doc.h > Date.now() - STALE_MS) continue;

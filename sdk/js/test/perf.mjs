@@ -1,9 +1,10 @@
 // track() cost: N calls in a loop against a client whose requests go to a local mock API.
-import { Client } from "../dist/index.mjs";
+import { Client as Built } from "../dist/index.mjs";
 import { startMock } from "./mock.mjs";
 
-/** measure runs `calls` track calls and returns {msPerCall, errors, delivered}. */
-export async function measure(calls = 100000) {
+/** measure runs `calls` track calls and returns {msPerCall, errors, delivered}; Client defaults to
+ * the built library (dist/), another build's Client may be passed to compare the two. */
+export async function measure(calls = 100000, Client = Built) {
   const mock = await startMock(undefined, { light: true });
   const errors = [];
   const c = new Client({ apiUrl: mock.url, apiKey: "sk_bench", onError: (e) => errors.push(e) });

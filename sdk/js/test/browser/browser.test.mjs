@@ -90,7 +90,7 @@ test("ai_referral_session fires for a chatgpt.com referrer (and for utm_source)"
   await page.evaluate(() => client.flush());
   const events = mock.events().slice(before);
   assert.deepEqual(events.map((e) => e.event_type), ["page_viewed", "ai_referral_session"]);
-  assert.equal(events[0].payload.path, "/page");
+  assert.deepEqual(events[0].payload, { path: "/page", url: pageUrl("?pv=1&q=trail+shoes"), referrer: "https://chatgpt.com/", title: "Cohort test page" });
   assert.equal(events[0].user_id, "u-1");
   const ai = events[1].payload;
   assert.equal(ai.source_provider, "chatgpt");

@@ -12,7 +12,7 @@ const BUNDLE = readFileSync(new URL("../../dist/cohort.min.js", import.meta.url)
 
 export const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 
-const ARGS = [
+export const ARGS = [
   "--headless",
   "--no-sandbox",
   "--disable-gpu",
@@ -32,7 +32,7 @@ function page(api) {
   window.client = new Cohort.Client({
     apiUrl: ${JSON.stringify(api)},
     apiKey: p.get("key") || "pk_test",
-    getUser: () => ({ userId: "u-1" }),
+    getUser: p.get("user") == "" ? undefined : () => ({ userId: p.get("user") || "u-1" }),
     batchSize: +p.get("bs") || 20,
     flushInterval: 60000,
     retryDelay: 300,
@@ -42,11 +42,16 @@ function page(api) {
 </script></body></html>`;
 }
 
-/** start launches Chromium (a fresh profile) and the server. */
-export async function start() {
+/** needChromium fails (not skips) when Chromium is missing. */
+export function needChromium() {
   if (!existsSync(CHROMIUM)) {
     throw new Error(`Chromium not found at ${CHROMIUM}: install it with \`apt-get install chromium\` (Debian) or set CHROMIUM_PATH`);
   }
+}
+
+/** serve starts the server: the test page at /page (?key=, ?bs=, ?pv=1 tracks a page view,
+ * ?user= is getUser's user id, "" for no getUser), the bundle, and the mock API. */
+export async function serve() {
   let api = "";
   const mock = await startMock(
     (r, m) => {
@@ -63,6 +68,13 @@ export async function start() {
     { cors: true },
   );
   api = mock.url;
+  return mock;
+}
+
+/** start launches Chromium (a fresh profile) and the server. */
+export async function start() {
+  needChromium();
+  const mock = await serve();
   const profile = mkdtempSync(join(tmpdir(), "cohort-chromium-"));
   const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: ARGS });
   const pageUrl = (q = "") => `http://localhost:${mock.port}/page${q}`;

@@ -88,3 +88,35 @@ test('batch: false sends every event at once', async () => {
   await waitStored(user, 1);
   await client.shutdown();
 });
+
+test('anonymous ids from Node: an anonymous event is stored under its anonymous id; identify with both ids; no id is made up', async () => {
+  // Needs a server that accepts events with an anonymous_id and no user_id.
+  const user = uniqueUser('node-user');
+  const anon = uniqueUser('node-anon');
+  const errors = [];
+  const sent = [];
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = (input, init) => {
+    if (String(input).includes('/api/ingestion/track/batch/')) sent.push(...JSON.parse(init.body).events);
+    return realFetch(input, init);
+  };
+  try {
+    const client = new Client({ apiUrl, apiKey: secretKey, onError: (e) => errors.push(e) });
+    client.track({ anonymousId: anon, eventType: 'product_viewed', payload: { sku: 'SKU-1' } });
+    client.identify({ userId: user, anonymousId: anon, traits: { plan: 'pro' } });
+    client.track({ userId: user, eventType: 'order_completed', payload: { total: 10 } });
+    await client.shutdown();
+  } finally {
+    globalThis.fetch = realFetch;
+  }
+  assert.deepEqual(errors, []);
+  assert.deepEqual(sent.map((e) => [e.event_type, e.user_id, e.anonymous_id]), [
+    ['product_viewed', undefined, anon],
+    ['context_identified', user, anon],
+    ['order_completed', user, undefined],
+  ]);
+  const [viewed] = await waitStored(anon, 1);
+  assert.equal(viewed.event_type, 'product_viewed');
+  const rows = await waitStored(user, 2);
+  assert.deepEqual(rows.map((r) => r.event_type).sort(), ['context_identified', 'order_completed']);
+});

@@ -1,7 +1,8 @@
 // The publishing path end to end against cohort dev: a template, a page made from it, an html
 // export built by the workflow and downloaded through its signed link, then opened in Chromium
 // from another origin: it renders, loads the bundle the API serves, and its page view (with the
-// AI referral) is stored in the warehouse.
+// AI referral) is stored in the warehouse under the visitor's anonymous id. Needs a server that
+// accepts events with an anonymous_id and no user_id.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -83,15 +84,20 @@ test('an html export renders in Chromium and records its page view', async () =>
       assert.ok(await tab.getByText(text, { exact: false }).first().isVisible(), `"${text}" is visible`);
     }
     await tab.waitForFunction(() => typeof Cohort === 'object');
+    // The snippet names no user: the library records the visit as the visitor's anonymous id.
+    await tab.waitForFunction(() => localStorage.getItem('cohort_anonymous_id'));
+    const anon = await tab.evaluate(() => localStorage.getItem('cohort_anonymous_id'));
+    assert.match(anon, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     await tab.goto('about:blank'); // leaving the page sends what is queued
 
-    // The snippet tracks an anonymous visitor; find this visit's events by its landing URL.
+    // Stored with the anonymous id as its subject, never as a user called "anonymous".
     let mine = [];
     for (let i = 0; i < 100 && mine.length < 2; i++) {
-      mine = (await stored('anonymous')).filter((r) => JSON.stringify(r.payload).includes(`winter-${tag}`));
+      mine = (await stored(anon)).filter((r) => JSON.stringify(r.payload).includes(`winter-${tag}`));
       await sleep(200);
     }
     assert.deepEqual(mine.map((r) => r.event_type).sort(), ['ai_referral_session', 'page_viewed']);
+    assert.deepEqual((await stored('anonymous')).filter((r) => JSON.stringify(r.payload).includes(`winter-${tag}`)), []);
     assert.equal(mine.find((r) => r.event_type === 'ai_referral_session').payload.source_provider, 'perplexity');
     assert.deepEqual(problems, []);
   } finally {

@@ -1,0 +1,38 @@
+// Visits an exported HTML page in Debian's Chromium as two visitors: the first twice (two loads in
+// one browser context), the second once (another context). Each visit leaves the page once its
+// session handshake is done, so that the page-hide flush sends the page view. Prints a JSON report
+// of console and page errors. Usage: node anon_visits.mjs <url>
+import { createRequire } from "node:module";
+import path from "node:path";
+
+const [url] = process.argv.slice(2);
+const require = createRequire(path.join(process.env.COHORT_SDK_DIR, "package.json"));
+const { chromium } = require("playwright-core");
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+const report = { consoleErrors: [], pageErrors: [], visits: 0 };
+try {
+  for (const loads of [2, 1]) {
+    const ctx = await browser.newContext();
+    for (let i = 0; i < loads; i++) {
+      const page = await ctx.newPage();
+      page.on("console", (m) => { if (m.type() === "error") report.consoleErrors.push(m.text()); });
+      page.on("pageerror", (e) => report.pageErrors.push(String(e)));
+      const session = page.waitForEvent("requestfinished", { predicate: (r) => r.url().includes("/api/auth/session/"), timeout: 10000 });
+      await page.goto(url, { waitUntil: "load" });
+      await session;
+      await page.goto("about:blank");
+      await page.waitForTimeout(300);
+      await page.close();
+      report.visits++;
+    }
+    await ctx.close();
+  }
+} finally {
+  await browser.close();
+}
+console.log(JSON.stringify(report));
