@@ -3,6 +3,7 @@ package load_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -278,4 +279,48 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// linkingWarehouse is an external warehouse that keeps a copy of the identity graph (as BigQuery's
+// identity_links does).
+type linkingWarehouse struct {
+	externalWarehouse
+	links []identity.Link
+	fail  error
+}
+
+func (w *linkingWarehouse) WriteLinks(_ context.Context, links []identity.Link) error {
+	if w.fail != nil {
+		return w.fail
+	}
+	w.links = append(w.links, links...)
+	return nil
+}
+
+// With an external warehouse, each new link is written to it in the loader's transaction: a
+// failed write makes no link, and a redelivery writes none again.
+func TestSinkLinksToExternalWarehouse(t *testing.T) {
+	pool := openPool(t)
+	tenant := idTenant(t, pool, "acme", false)
+	wh := &linkingWarehouse{}
+	sink := load.NewSink(pool, whpg.NewLedger(wh), load.WithIdentity(identity.New(identity.Config{}), nil))
+	batch := []warehouse.Event{identify(tenant, "i1", "user-1", "anon-1", 0, `{}`, "")}
+
+	wh.fail = errors.New("bigquery: 503")
+	if _, err := sink.Apply(context.Background(), batch); err == nil {
+		t.Fatal("Apply succeeded while the warehouse refused the link")
+	}
+	if got := links(t, pool, tenant); len(got) != 0 {
+		t.Fatalf("links %v after a failed warehouse write, want none", got)
+	}
+	wh.fail = nil
+	for range 2 {
+		apply(t, sink, batch)
+	}
+	if len(wh.links) != 1 || wh.links[0].ID != "anon-1" || wh.links[0].UserID != "user-1" || wh.links[0].Source != identity.SourceIdentify {
+		t.Errorf("warehouse links %+v, want anon-1 -> user-1 once", wh.links)
+	}
+	if got := links(t, pool, tenant); got["anon-1"] != "user-1/identify" {
+		t.Errorf("links %v", got)
+	}
 }
