@@ -48,7 +48,7 @@ func (s *Server) ingestionRoutes(a *gin.RouterGroup) {
 
 func caller(c *gin.Context) ingest.Caller {
 	cred := mustCredential(c)
-	ic := ingest.Caller{TenantID: cred.TenantID}
+	ic := ingest.Caller{TenantID: cred.TenantID, Browser: cred.Kind == auth.KindSession}
 	if cred.Kind == auth.KindSession && cred.Verified {
 		ic.BoundUser = cred.UserID
 	}

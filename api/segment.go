@@ -21,7 +21,8 @@ func (s *Server) segmentAPIRoutes(e *gin.Engine, svc *segmentcompat.Service) {
 	v1 := e.Group("/v1", s.requireSegmentKey)
 	v1.POST("/batch", func(c *gin.Context) { s.segmentBatch(c, svc) })
 	s.setBodyLimit(http.MethodPost, "/v1/batch", ingest.MaxBatchBytes)
-	for _, typ := range []string{segmentcompat.TypeTrack, segmentcompat.TypeIdentify, segmentcompat.TypePage} {
+	for _, typ := range []string{segmentcompat.TypeTrack, segmentcompat.TypeIdentify, segmentcompat.TypePage,
+		segmentcompat.TypeScreen, segmentcompat.TypeGroup, segmentcompat.TypeAlias} {
 		v1.POST("/"+typ, func(c *gin.Context) { s.segmentOne(c, svc, typ) })
 	}
 }
@@ -68,7 +69,7 @@ func (s *Server) segmentBatch(c *gin.Context, svc *segmentcompat.Service) {
 	c.JSON(http.StatusOK, res)
 }
 
-// segmentOne: POST /v1/track, /v1/identify, /v1/page (one message) -> 200 {success, accepted: 1,
+// segmentOne: POST /v1/track, /v1/identify, /v1/page, /v1/screen, /v1/group, /v1/alias (one message) -> 200 {success, accepted: 1,
 // skipped: 0, errors: []}; a rejected message is a 400 naming the field.
 func (s *Server) segmentOne(c *gin.Context, svc *segmentcompat.Service, typ string) {
 	var res segmentcompat.Result

@@ -158,8 +158,11 @@ func TestSegmentBatchMapping(t *testing.T) {
 	if d := tr.ReceivedAt.Sub(tr.OccurredAt); d != 10*time.Second {
 		t.Errorf("track occurred %s before receipt, want 10s (timestamp corrected by the batch's sentAt)", d)
 	}
+	if tr.AnonymousID != "anon-1" {
+		t.Errorf("track anonymous_id %q, want anon-1", tr.AnonymousID)
+	}
 	id := byID["m-identify"]
-	if id.EventType != ingest.ContextIdentified || id.UserID != "anon-2" {
+	if id.EventType != ingest.ContextIdentified || id.UserID != "anon-2" || id.AnonymousID != "anon-2" {
 		t.Errorf("identify: %+v, want context_identified by anon-2", id)
 	}
 	if p := payloadMap(t, id.Payload); p["email"] != "a@example.com" || p["plan"] != "pro" || len(p) != 2 {
@@ -205,6 +208,8 @@ func TestSegmentSingleEndpoints(t *testing.T) {
 		{"/v1/track", `{"type":"identify","event":"Cart Viewed","userId":"u1","properties":{"n":1}}`, "cart_viewed", "n"},
 		{"/v1/identify", `{"userId":"u1","traits":{"email":"x@example.com"}}`, ingest.ContextIdentified, "email"},
 		{"/v1/page", `{"anonymousId":"a1","name":"Pricing","properties":{"path":"/pricing"}}`, "page_viewed", "path"},
+		{"/v1/screen", `{"anonymousId":"a1","name":"Home","properties":{"tab":"1"}}`, "screen_viewed", "tab"},
+		{"/v1/group", `{"userId":"u1","groupId":"g1","traits":{"plan":"pro"}}`, "group_identified", "group_id"},
 	} {
 		t.Run(tc.path+" "+tc.wantType, func(t *testing.T) {
 			res := decodeSegmentResult(t, send(t, ts, http.MethodPost, tc.path, segBasic(f.A.SK), strings.NewReader(tc.body)))
@@ -290,39 +295,38 @@ func TestSegmentAuth(t *testing.T) {
 }
 
 // TestSegmentPerEventErrors: invalid messages are skipped and reported by index, naming
-// Segment's fields; the valid ones are accepted; rejections (not unsupported types) go to the
-// error log.
+// Segment's fields; the valid ones are accepted; rejections go to the error log.
 func TestSegmentPerEventErrors(t *testing.T) {
 	f, pub, errlog, s := newSegmentEnv(t)
 	ts := serve(t, s)
 	msgs := []string{
-		`{"type":"track","event":"Ok","userId":"u"}`,                        // 0 ok
-		`{"type":"track","event":"Ok"}`,                                     // 1 no user
-		`{"type":"screen","name":"Home","userId":"u"}`,                      // 2 unsupported
-		`{"type":"group","groupId":"g","userId":"u"}`,                       // 3 unsupported
-		`{"type":"alias","previousId":"a","userId":"u"}`,                    // 4 unsupported
-		`{"type":"track","event":"!!!","userId":"u"}`,                       // 5 maps to ""
-		`{"type":"track","event":"123 go","userId":"u"}`,                    // 6 starts with a digit
-		`{"type":"track","userId":"u"}`,                                     // 7 no event
-		`{"type":"track","event":"E","userId":"u","timestamp":"yesterday"}`, // 8 bad timestamp
-		`{"type":"track","event":"E","userId":"u","properties":[1]}`,        // 9 properties not an object
-		`"just a string"`,                  // 10 not an object
-		`{"type":"teleport","userId":"u"}`, // 11 unknown type
-		`{"userId":"u","event":"E"}`,       // 12 no type
-		`{"type":"track","event":"E","userId":"u","messageId":"` + strings.Repeat("m", 200) + `"}`,                         // 13
-		`{"type":"track","event":"E","userId":{"id":1}}`,                                                                   // 14 userId wrong type
+		`{"type":"track","event":"Ok","userId":"u"}`,                                               // 0 ok
+		`{"type":"track","event":"Ok"}`,                                                            // 1 no user
+		`{"type":"screen","name":"Home","userId":"u"}`,                                             // 2 ok
+		`{"type":"group","userId":"u"}`,                                                            // 3 no groupId
+		`{"type":"alias","userId":"u"}`,                                                            // 4 no previousId
+		`{"type":"track","event":"!!!","userId":"u"}`,                                              // 5 maps to ""
+		`{"type":"track","event":"123 go","userId":"u"}`,                                           // 6 starts with a digit
+		`{"type":"track","userId":"u"}`,                                                            // 7 no event
+		`{"type":"track","event":"E","userId":"u","timestamp":"yesterday"}`,                        // 8 bad timestamp
+		`{"type":"track","event":"E","userId":"u","properties":[1]}`,                               // 9 properties not an object
+		`"just a string"`,                                                                          // 10 not an object
+		`{"type":"teleport","userId":"u"}`,                                                         // 11 unknown type
+		`{"userId":"u","event":"E"}`,                                                               // 12 no type
+		`{"type":"track","event":"E","userId":"u","messageId":"` + strings.Repeat("m", 200) + `"}`, // 13
+		`{"type":"track","event":"E","userId":{"id":1}}`,                                           // 14 userId wrong type
 		`{"type":"track","event":"E","userId":"u","properties":{"x":"` + strings.Repeat("a", ingest.MaxEventBytes) + `"}}`, // 15 too large
 		`{"type":"identify","userId":"u","traits":{"a":1}}`,                                                                // 16 ok
 		`{"type":"track","event":"` + strings.Repeat("e", 129) + `","userId":"u"}`,                                         // 17 event_type too long
 	}
-	want := map[int]string{1: "invalid_user_id", 2: "unsupported_type", 3: "unsupported_type", 4: "unsupported_type",
+	want := map[int]string{1: "invalid_user_id", 3: "invalid_group_id", 4: "invalid_previous_id",
 		5: "invalid_event", 6: "invalid_event", 7: "invalid_event", 8: "invalid_occurred_at", 9: "invalid_payload",
 		10: "invalid_json", 11: "invalid_type", 12: "invalid_type", 13: "invalid_message_id", 14: "invalid_user_id",
 		15: "event_too_large", 17: "invalid_event"}
 	body := `{"batch":[` + strings.Join(msgs, ",") + `]}`
 	res := decodeSegmentResult(t, send(t, ts, http.MethodPost, "/v1/batch", segBasic(f.A.SK), strings.NewReader(body)))
-	if res.Accepted != 2 || res.Skipped != len(want) {
-		t.Errorf("accepted %d skipped %d, want 2 and %d: %+v", res.Accepted, res.Skipped, len(want), res.Errors)
+	if res.Accepted != 3 || res.Skipped != len(want) {
+		t.Errorf("accepted %d skipped %d, want 3 and %d: %+v", res.Accepted, res.Skipped, len(want), res.Errors)
 	}
 	got := map[int]ingest.BatchError{}
 	for _, e := range res.Errors {
@@ -333,13 +337,13 @@ func TestSegmentPerEventErrors(t *testing.T) {
 			t.Errorf("message %d: code %q (%s), want %q", i, got[i].Code, got[i].Message, code)
 		}
 	}
-	for i, field := range map[int]string{1: "userId", 8: "timestamp", 9: "properties", 13: "messageId", 5: "event"} {
+	for i, field := range map[int]string{1: "userId", 3: "groupId", 4: "previousId", 8: "timestamp", 9: "properties", 13: "messageId", 5: "event"} {
 		if !strings.HasPrefix(got[i].Message, field+": ") {
 			t.Errorf("message %d: %q should name Segment's field %s", i, got[i].Message, field)
 		}
 	}
-	if n := len(pub.take()); n != 2 {
-		t.Errorf("published %d, want 2", n)
+	if n := len(pub.take()); n != 3 {
+		t.Errorf("published %d, want 3", n)
 	}
 	if err := errlog.Flush(context.Background()); err != nil {
 		t.Fatal(err)
@@ -348,8 +352,8 @@ func TestSegmentPerEventErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wantLogged := len(want) - 3; len(recs) != wantLogged {
-		t.Errorf("error log has %d records, want %d (unsupported types are not logged): %+v", len(recs), wantLogged, recs)
+	if wantLogged := len(want); len(recs) != wantLogged {
+		t.Errorf("error log has %d records, want %d: %+v", len(recs), wantLogged, recs)
 	}
 }
 

@@ -42,6 +42,8 @@ type Deps struct {
 	Ready     []ReadyCheck
 	// Ingest serves /api/ingestion/; its routes are registered only when set.
 	Ingest *IngestionDeps
+	// Profiles serves GET /api/profiles/{id}/; registered only when set.
+	Profiles *ProfilesDeps
 	// Segments serves /api/segments/; its routes are registered only when set.
 	Segments *SegmentsDeps
 	// Activations serves /api/activations/; its routes are registered only when set.
@@ -166,6 +168,9 @@ func (s *Server) routes() {
 	}
 	if s.d.Segments != nil {
 		s.segmentRoutes(a)
+	}
+	if s.d.Profiles != nil {
+		s.profileRoutes(a)
 	}
 	if s.d.Activations != nil {
 		s.activationRoutes(a)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cohort-dev/cohort/api"
 	"github.com/cohort-dev/cohort/internal/bus"
+	"github.com/cohort-dev/cohort/internal/identity"
 	"github.com/cohort-dev/cohort/internal/ingest"
 	"github.com/cohort-dev/cohort/internal/ingest/load"
 	"github.com/cohort-dev/cohort/internal/ingest/segmentcompat"
@@ -140,7 +141,8 @@ func (c *core) loader(in *ingestion) (worker.Consumer, error) {
 	if c.cfg.EventBus() == "pubsub" && c.cfg.PubSub.Subscription == "" {
 		return nil, errors.New("PUBSUB_SUBSCRIPTION is required to run the event loader")
 	}
-	sink := load.NewSink(c.db.Pool, in.store)
+	sink := load.NewSink(c.db.Pool, in.store,
+		load.WithIdentity(identity.New(identity.Config{MaxLinkedIDs: c.cfg.IdentityMaxAnonymousIDs}), in.errlog))
 	return load.NewLoader(in.bus, sink, c.db.Pool, in.errlog, c.log, load.LoaderConfig{
 		Flushers: c.cfg.LoaderFlushers, Streams: c.cfg.LoaderStreams, Metrics: c.metrics}), nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/auth"
 	"github.com/cohort-dev/cohort/internal/blob"
 	"github.com/cohort-dev/cohort/internal/config"
+	"github.com/cohort-dev/cohort/internal/identity"
 	"github.com/cohort-dev/cohort/internal/keycheck"
 	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/metrics/temporalmetrics"
@@ -206,6 +207,7 @@ func (c *core) apiDeps(ready []api.ReadyCheck, in *ingestion, seg *api.SegmentsD
 	return api.Deps{
 		Ingest:       c.ingestAPI(in),
 		Segments:     seg,
+		Profiles:     &api.ProfilesDeps{Reader: identity.NewProfiles(c.db.Pool)},
 		Activations:  act,
 		Logger:       c.log,
 		Auth:         c.auth,

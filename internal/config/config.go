@@ -80,6 +80,9 @@ type Config struct {
 	// The event loader (worker): partitions written concurrently, and StreamingPull streams.
 	LoaderFlushers int // COHORT_LOADER_FLUSHERS, default 2
 	LoaderStreams  int // COHORT_LOADER_STREAMS, default 4
+	// IdentityMaxAnonymousIDs is how many ids one user may have linked (identity graph); a link
+	// beyond it is refused, never merged. COHORT_IDENTITY_MAX_ANONYMOUS_IDS, default 100.
+	IdentityMaxAnonymousIDs int
 }
 
 type TemporalConfig struct {
@@ -357,15 +360,16 @@ func Load(env Getenv) (*Config, error) {
 			Sampler:     strings.ToLower(r.str("OTEL_TRACES_SAMPLER", "")),
 			SamplerArg:  r.str("OTEL_TRACES_SAMPLER_ARG", ""),
 		},
-		DevTemporalPort:      r.integer("COHORT_DEV_TEMPORAL_PORT", 7233),
-		DevUIPort:            r.integer("COHORT_DEV_UI_PORT", 8233),
-		AllowPrivateNetworks: r.boolean("COHORT_ALLOW_PRIVATE_NETWORKS", false),
-		KlaviyoAPIURL:        r.str("COHORT_KLAVIYO_API_URL", "https://a.klaviyo.com"),
-		MaxBodyBytes:         int64(r.integer("COHORT_MAX_BODY_BYTES", 1<<20)),
-		ShutdownTimeout:      r.duration("COHORT_SHUTDOWN_TIMEOUT", 8*time.Second),
-		WorkerStopTimeout:    r.duration("COHORT_WORKER_STOP_TIMEOUT", DefaultWorkerStopTimeout),
-		LoaderFlushers:       r.integer("COHORT_LOADER_FLUSHERS", 2),
-		LoaderStreams:        r.integer("COHORT_LOADER_STREAMS", 4),
+		DevTemporalPort:         r.integer("COHORT_DEV_TEMPORAL_PORT", 7233),
+		DevUIPort:               r.integer("COHORT_DEV_UI_PORT", 8233),
+		AllowPrivateNetworks:    r.boolean("COHORT_ALLOW_PRIVATE_NETWORKS", false),
+		KlaviyoAPIURL:           r.str("COHORT_KLAVIYO_API_URL", "https://a.klaviyo.com"),
+		MaxBodyBytes:            int64(r.integer("COHORT_MAX_BODY_BYTES", 1<<20)),
+		ShutdownTimeout:         r.duration("COHORT_SHUTDOWN_TIMEOUT", 8*time.Second),
+		WorkerStopTimeout:       r.duration("COHORT_WORKER_STOP_TIMEOUT", DefaultWorkerStopTimeout),
+		LoaderFlushers:          r.integer("COHORT_LOADER_FLUSHERS", 2),
+		LoaderStreams:           r.integer("COHORT_LOADER_STREAMS", 4),
+		IdentityMaxAnonymousIDs: r.integer("COHORT_IDENTITY_MAX_ANONYMOUS_IDS", 100),
 	}
 	if s := r.secret("COHORT_SECRET_KEY"); s != "" {
 		c.SecretKey = []byte(s)
@@ -518,6 +522,9 @@ func (c *Config) Validate(role Role) error {
 	}
 	if c.LoaderStreams < 1 || c.LoaderStreams > 64 {
 		bad = append(bad, errors.New("COHORT_LOADER_STREAMS must be between 1 and 64"))
+	}
+	if c.IdentityMaxAnonymousIDs < 1 {
+		bad = append(bad, errors.New("COHORT_IDENTITY_MAX_ANONYMOUS_IDS must be at least 1"))
 	}
 	if err := c.Telemetry.Validate(); err != nil {
 		bad = append(bad, err)

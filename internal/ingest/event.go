@@ -31,6 +31,9 @@ const (
 	MaxMessageIDLen   = 128
 	MaxFutureSkew     = 24 * time.Hour
 	ContextIdentified = "context_identified"
+	// ContextAliased is an alias (the Segment-compatible API's): stored with the new user id as
+	// its user_id and the previous id as its anonymous_id; it links the previous id to the user.
+	ContextAliased = "context_aliased"
 )
 
 // Rejection says why one event was not accepted.
@@ -81,6 +84,8 @@ func Decode(raw []byte, tenantID int64, receivedAt time.Time) (warehouse.Event, 
 			return warehouse.Event{}, reject("invalid_payload", "payload", "must be valid UTF-8")
 		case strings.ContainsRune(in.UserID, utf8.RuneError):
 			return warehouse.Event{}, reject("invalid_user_id", "user_id", "must be valid UTF-8")
+		case strings.ContainsRune(in.AnonymousID, utf8.RuneError):
+			return warehouse.Event{}, reject("invalid_anonymous_id", "anonymous_id", "must be valid UTF-8")
 		default:
 			return warehouse.Event{}, reject("invalid_json", "event", "must be valid UTF-8")
 		}
@@ -89,6 +94,9 @@ func Decode(raw []byte, tenantID int64, receivedAt time.Time) (warehouse.Event, 
 	// storableJSON). Only a decoded U+FFFD, which events seldom carry, costs a look at the raw text.
 	if strings.ContainsRune(in.UserID, utf8.RuneError) && surrogateIn(trimmed, "user_id") {
 		return warehouse.Event{}, reject("invalid_user_id", "user_id", "%s", jsontext.Problem)
+	}
+	if strings.ContainsRune(in.AnonymousID, utf8.RuneError) && surrogateIn(trimmed, "anonymous_id") {
+		return warehouse.Event{}, reject("invalid_anonymous_id", "anonymous_id", "%s", jsontext.Problem)
 	}
 	if strings.ContainsRune(in.MessageID, utf8.RuneError) && surrogateIn(trimmed, "message_id") {
 		return warehouse.Event{}, reject("invalid_message_id", "message_id", "%s", jsontext.Problem)
@@ -132,10 +140,13 @@ func decodeRejection(err error) *Rejection {
 func Validate(in wire.Input, tenantID int64, receivedAt time.Time) (warehouse.Event, *Rejection) {
 	receivedAt = receivedAt.UTC()
 	ev := warehouse.Event{TenantID: tenantID, ReceivedAt: receivedAt, OccurredAt: receivedAt}
-	if r := checkUserID(in.UserID); r != nil {
+	if r := checkSubject(in.UserID, in.AnonymousID); r != nil {
 		return ev, r
 	}
-	ev.UserID = in.UserID
+	ev.UserID, ev.AnonymousID = in.UserID, in.AnonymousID
+	if ev.UserID == "" {
+		ev.UserID = in.AnonymousID
+	}
 	if !validEventType(in.EventType) {
 		return ev, reject("invalid_event_type", "event_type", "must be snake_case: a lowercase letter, then up to 127 of a-z, 0-9, _")
 	}
@@ -184,9 +195,21 @@ func Validate(in wire.Input, tenantID int64, receivedAt time.Time) (warehouse.Ev
 	return ev, nil
 }
 
-func checkUserID(s string) *Rejection {
-	if err := ident.CheckUserID(s); err != nil {
-		return reject("invalid_user_id", "user_id", "%s", err.Error())
+// checkSubject checks an event's ids: at least one of user_id and anonymous_id, each a valid id
+// (ident.CheckUserID) when given.
+func checkSubject(userID, anonymousID string) *Rejection {
+	if userID == "" && anonymousID == "" {
+		return reject("invalid_user_id", "user_id", "user_id or anonymous_id is required")
+	}
+	if userID != "" {
+		if err := ident.CheckUserID(userID); err != nil {
+			return reject("invalid_user_id", "user_id", "%s", err.Error())
+		}
+	}
+	if anonymousID != "" {
+		if err := ident.CheckUserID(anonymousID); err != nil {
+			return reject("invalid_anonymous_id", "anonymous_id", "%s", err.Error())
+		}
 	}
 	return nil
 }

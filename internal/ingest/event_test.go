@@ -49,6 +49,15 @@ func ev(over ...any) []byte {
 
 func raw(s string) json.RawMessage { return json.RawMessage(s) }
 
+func subjectIs(user, anon string) func(t *testing.T, e warehouse.Event) {
+	return func(t *testing.T, e warehouse.Event) {
+		t.Helper()
+		if e.UserID != user || e.AnonymousID != anon {
+			t.Errorf("subject = (%q, %q), want (%q, %q)", e.UserID, e.AnonymousID, user, anon)
+		}
+	}
+}
+
 func occurredAt(want time.Time) func(t *testing.T, e warehouse.Event) {
 	return func(t *testing.T, e warehouse.Event) {
 		t.Helper()
@@ -123,6 +132,14 @@ func TestDecode(t *testing.T) {
 		{name: "user_id missing", raw: ev("user_id", nil), code: "invalid_user_id", field: "user_id"},
 		{name: "user_id empty", raw: ev("user_id", ""), code: "invalid_user_id", field: "user_id"},
 		{name: "user_id null", raw: ev("user_id", raw("null")), code: "invalid_user_id", field: "user_id"},
+		{name: "anonymous_id only is the subject", raw: ev("user_id", nil, "anonymous_id", "a-1"), check: subjectIs("a-1", "a-1")},
+		{name: "both ids kept", raw: ev("anonymous_id", "a-1"), check: subjectIs("u1", "a-1")},
+		{name: "neither id names both", raw: ev("user_id", nil, "anonymous_id", ""), code: "invalid_user_id", field: "user_id"},
+		{name: "anonymous_id 256 runes", raw: ev("user_id", nil, "anonymous_id", strings.Repeat("a", 256)), code: "invalid_anonymous_id", field: "anonymous_id"},
+		{name: "anonymous_id control", raw: ev("anonymous_id", "a\nb"), code: "invalid_anonymous_id", field: "anonymous_id"},
+		{name: "anonymous_id number", raw: ev("anonymous_id", 12), code: "invalid_anonymous_id", field: "anonymous_id"},
+		{name: "anonymous_id lone surrogate escape", raw: ev("user_id", nil, "anonymous_id", raw(`"a\ud800"`)), code: "invalid_anonymous_id", field: "anonymous_id"},
+		{name: "anonymous_id invalid UTF-8", raw: []byte("{\"anonymous_id\":\"a\xffb\",\"event_type\":\"page_view\"}"), code: "invalid_anonymous_id", field: "anonymous_id"},
 		{name: "user_id 255 ascii", raw: ev("user_id", strings.Repeat("a", 255)), check: userIs(strings.Repeat("a", 255))},
 		{name: "user_id 255 multibyte runes", raw: ev("user_id", strings.Repeat("é", 255)), check: userIs(strings.Repeat("é", 255))},
 		{name: "user_id 256 runes", raw: ev("user_id", strings.Repeat("a", 256)), code: "invalid_user_id", field: "user_id"},

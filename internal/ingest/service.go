@@ -14,10 +14,12 @@ import (
 )
 
 // Caller is who sends events: the tenant, and for session tokens proven by a signature, the user
-// every event must be about.
+// every event must be about. Browser is a session of a browser key (pk_): the identity graph's
+// signed-link rule applies to its identifies.
 type Caller struct {
 	TenantID  int64
 	BoundUser string
+	Browser   bool
 }
 
 // Service accepts events over HTTP.
@@ -41,6 +43,13 @@ func decodeFor(c Caller, raw []byte, received time.Time) (warehouse.Event, *Reje
 	ev, r := Decode(raw, c.TenantID, received)
 	if r == nil && c.BoundUser != "" && ev.UserID != c.BoundUser {
 		r = reject("user_mismatch", "user_id", "this session is bound to another user")
+	}
+	if r == nil && c.Browser && ev.AnonymousID != "" && ev.EventType == ContextIdentified {
+		// An identify that links ids: the loader needs to know whether a signature proved the user.
+		ev.LinkAuth = warehouse.LinkSession
+		if c.BoundUser != "" && ev.UserID == c.BoundUser {
+			ev.LinkAuth = warehouse.LinkVerified
+		}
 	}
 	return ev, r
 }

@@ -18,7 +18,20 @@ type Event struct {
 	OccurredAt time.Time       `json:"occurred_at"`
 	ReceivedAt time.Time       `json:"received_at"`
 	Payload    json.RawMessage `json:"payload"` // a JSON object, "{}" when empty
+	// AnonymousID is the anonymous id the event carried ("" for none). UserID is the subject the
+	// event was sent as: the user id when one was given, otherwise this anonymous id.
+	AnonymousID string `json:"anonymous_id,omitempty"`
+	// LinkAuth is how far the sender vouched for UserID, for the identity graph's signed-link
+	// rule; not a warehouse column. "" is a server key (sk_, webhooks: trusted), LinkSession a
+	// browser session whose signature did not prove UserID, LinkVerified one whose did.
+	LinkAuth string `json:"link_auth,omitempty"`
 }
+
+// LinkAuth values.
+const (
+	LinkSession  = "session"
+	LinkVerified = "verified"
+)
 
 // Writer is a warehouse the loader writes to.
 type Writer interface {

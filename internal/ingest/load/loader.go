@@ -261,8 +261,13 @@ func (l *Loader) split(events []warehouse.Event) [][]warehouse.Event {
 }
 
 // partitionOf is the partition of an event's user (by user id: every tenant's user of that id
-// lands in the same one, which only matters for balance).
+// lands in the same one, which only matters for balance). An event that carries an anonymous id
+// goes by that id instead, so an identify that links it is written after, not beside, the
+// anonymous events of the same visitor that this loader holds, whose rollups the link merges.
 func partitionOf(e *warehouse.Event, n int) int {
+	if e.AnonymousID != "" {
+		return int(hash64(e.AnonymousID) % uint64(n))
+	}
 	return int(hash64(e.UserID) % uint64(n))
 }
 

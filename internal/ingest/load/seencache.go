@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/cohort-dev/cohort/internal/identity"
 )
 
 // maxSeenUsers bounds the loader's memory of stored profiles (about 100 bytes a user); when it is
@@ -72,5 +74,18 @@ func (c *seenCache) add(rows []profileRow) {
 			sp.first, sp.last = min(sp.first, old.first), max(sp.last, old.last)
 		}
 		c.m[r.userKey] = sp
+	}
+}
+
+// forget drops the linked ids: their profiles were merged into their users' and deleted, so what
+// was known of them no longer holds.
+func (c *seenCache) forget(links []identity.Link) {
+	if len(links) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range links {
+		delete(c.m, userKey{l.TenantID, l.ID})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cohort-dev/cohort/internal/identity"
 	"github.com/cohort-dev/cohort/internal/ingest"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 	whpg "github.com/cohort-dev/cohort/internal/warehouse/postgres"
@@ -30,8 +31,10 @@ import (
 // conflicts (a redelivery, or a race with another loader) is rolled back and written again on the
 // row-by-row path, which skips the stored events.
 type Sink struct {
-	pool  *pgxpool.Pool
-	store EventStore
+	pool   *pgxpool.Pool
+	store  EventStore
+	graph  *identity.Graph
+	errlog *ingest.ErrorLog // identity refusals; nil: not logged
 	// seen is what the stored profiles are known to cover, so the loader skips the users whose
 	// profile would not change.
 	seen *seenCache
@@ -54,8 +57,24 @@ type EventStore interface {
 
 // NewSink applies batches through pool, storing the events in store. It needs no clock: buckets
 // follow each event's received_at, and profiles' updated_at is the database's now().
-func NewSink(pool *pgxpool.Pool, store EventStore) *Sink {
-	return &Sink{pool: pool, store: store, seen: newSeenCache(maxSeenUsers)}
+func NewSink(pool *pgxpool.Pool, store EventStore, opts ...SinkOption) *Sink {
+	s := &Sink{pool: pool, store: store, seen: newSeenCache(maxSeenUsers)}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.graph == nil {
+		s.graph = identity.New(identity.Config{})
+	}
+	return s
+}
+
+// SinkOption configures a Sink.
+type SinkOption func(*Sink)
+
+// WithIdentity links ids by g's rules (default: identity.New with its default limit) and logs
+// the claims it refuses to errlog (nil: not logged).
+func WithIdentity(g *identity.Graph, errlog *ingest.ErrorLog) SinkOption {
+	return func(s *Sink) { s.graph, s.errlog = g, errlog }
 }
 
 // Apply stores the batch; it returns how many events were new.
@@ -71,6 +90,8 @@ func (s *Sink) Apply(ctx context.Context, events []warehouse.Event) (int, error)
 func (s *Sink) apply(ctx context.Context, events []warehouse.Event, fast bool) (int, error) {
 	var n int
 	var profiles []profileRow // queued, remembered once committed
+	var links []identity.Link
+	var refused []identity.Refusal
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		fresh, err := s.store.StoreNew(ctx, tx, events, fast)
 		if err != nil {
@@ -80,13 +101,135 @@ func (s *Sink) apply(ctx context.Context, events []warehouse.Event, fast bool) (
 		if len(fresh) == 0 {
 			return nil
 		}
-		profiles, err = s.rollups(ctx, tx, fresh)
+		// Links first, so this batch's own events of a newly linked id count for its user.
+		if links, refused, err = s.graph.Apply(ctx, tx, claims(fresh), func(l identity.Link) error {
+			return s.merge(ctx, tx, l)
+		}); err != nil {
+			return err
+		}
+		if lw, ok := s.store.(whpg.LinkWriter); ok && len(links) > 0 {
+			if err := lw.WriteLinks(ctx, links); err != nil {
+				return err
+			}
+		}
+		resolved, err := resolve(ctx, tx, fresh)
+		if err != nil {
+			return err
+		}
+		profiles, err = s.rollups(ctx, tx, resolved)
 		return err
 	})
 	if err == nil {
 		s.seen.add(profiles)
+		s.seen.forget(links)
+		for _, r := range refused {
+			if s.errlog != nil {
+				s.errlog.Record(r.TenantID, r.Type, r.Message)
+			}
+		}
 	}
 	return n, err
+}
+
+// claims are the links the events ask for: an identify that carries both ids links the anonymous
+// id to the user; an alias (event type ingest.ContextAliased, stored with the previous id as its
+// anonymous id) links the previous id to the user.
+func claims(events []warehouse.Event) []identity.Claim {
+	var out []identity.Claim
+	for _, e := range events {
+		if e.AnonymousID == "" || e.AnonymousID == e.UserID {
+			continue
+		}
+		var source string
+		switch e.EventType {
+		case ingest.ContextIdentified:
+			source = identity.SourceIdentify
+		case ingest.ContextAliased:
+			source = identity.SourceAlias
+		default:
+			continue
+		}
+		auth := identity.AuthServer
+		switch e.LinkAuth {
+		case warehouse.LinkSession:
+			auth = identity.AuthSession
+		case warehouse.LinkVerified:
+			auth = identity.AuthVerified
+		}
+		out = append(out, identity.Claim{TenantID: e.TenantID, ID: e.AnonymousID, UserID: e.UserID, Source: source, Auth: auth, At: e.OccurredAt})
+	}
+	return out
+}
+
+// resolve returns the events with each subject that is a linked id replaced by its user, for the
+// rollups and profiles (the stored events keep the subject they were sent as). It returns events
+// itself when none is linked.
+func resolve(ctx context.Context, tx pgx.Tx, events []warehouse.Event) ([]warehouse.Event, error) {
+	seen := make(map[identity.Subject]struct{}, len(events)/2)
+	subjects := make([]identity.Subject, 0, len(events)/2)
+	for _, e := range events {
+		k := identity.Subject{TenantID: e.TenantID, ID: e.UserID}
+		if _, ok := seen[k]; !ok {
+			seen[k] = struct{}{}
+			subjects = append(subjects, k)
+		}
+	}
+	users, err := identity.ResolveAll(ctx, tx, subjects)
+	if err != nil || len(users) == 0 {
+		return events, err
+	}
+	out := make([]warehouse.Event, len(events))
+	copy(out, events)
+	for i := range out {
+		if u, ok := users[identity.Subject{TenantID: out[i].TenantID, ID: out[i].UserID}]; ok {
+			out[i].UserID = u
+		}
+	}
+	return out, nil
+}
+
+// merge moves a newly linked id's rollups and profile into its user's, in the link's transaction:
+// events sum, first times take the least, last times the greatest; per trait the value set most
+// recently (trait_times) wins. The linked id's rows are deleted.
+func (s *Sink) merge(ctx context.Context, tx pgx.Tx, l identity.Link) error {
+	var p pipeline
+	if s.store.SegmentRollups() {
+		p.exec("merge user event stats", `
+			WITH moved AS (DELETE FROM warehouse.user_event_stats WHERE tenant_id = $1 AND user_id = $2
+				RETURNING event_type, events, first_at, last_at)
+			INSERT INTO warehouse.user_event_stats AS s (tenant_id, event_type, user_id, events, first_at, last_at)
+			SELECT $1, event_type, $3, events, first_at, last_at FROM moved ORDER BY event_type
+			ON CONFLICT (tenant_id, event_type, user_id) DO UPDATE SET events = s.events + EXCLUDED.events,
+				first_at = LEAST(s.first_at, EXCLUDED.first_at), last_at = GREATEST(s.last_at, EXCLUDED.last_at)`,
+			l.TenantID, l.ID, l.UserID)
+		p.exec("merge user property stats", `
+			WITH moved AS (DELETE FROM warehouse.user_property_stats WHERE tenant_id = $1 AND user_id = $2
+				RETURNING event_type, property, n, total, min, max)
+			INSERT INTO warehouse.user_property_stats AS s (tenant_id, event_type, property, user_id, n, total, min, max)
+			SELECT $1, event_type, property, $3, n, total, min, max FROM moved ORDER BY event_type, property
+			ON CONFLICT (tenant_id, event_type, property, user_id) DO UPDATE SET n = s.n + EXCLUDED.n, total = s.total + EXCLUDED.total,
+				min = LEAST(s.min, EXCLUDED.min), max = GREATEST(s.max, EXCLUDED.max)`,
+			l.TenantID, l.ID, l.UserID)
+	}
+	p.exec("merge profiles", `
+		WITH moved AS (DELETE FROM profiles WHERE tenant_id = $1 AND user_id = $2
+			RETURNING traits, trait_times, first_seen_at, last_seen_at)
+		INSERT INTO profiles (tenant_id, user_id, traits, trait_times, first_seen_at, last_seen_at, updated_at)
+		SELECT $1, $3, traits, trait_times, first_seen_at, last_seen_at, now() FROM moved
+		ON CONFLICT (tenant_id, user_id) DO UPDATE SET
+			traits = profiles.traits || COALESCE((
+				SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(EXCLUDED.traits) AS e
+				WHERE NOT profiles.trait_times ? e.key
+				   OR (EXCLUDED.trait_times->>e.key)::timestamptz >= (profiles.trait_times->>e.key)::timestamptz), '{}'),
+			trait_times = profiles.trait_times || COALESCE((
+				SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(EXCLUDED.trait_times) AS e
+				WHERE NOT profiles.trait_times ? e.key
+				   OR (e.value #>> '{}')::timestamptz >= (profiles.trait_times->>e.key)::timestamptz), '{}'),
+			first_seen_at = LEAST(profiles.first_seen_at, EXCLUDED.first_seen_at),
+			last_seen_at  = GREATEST(profiles.last_seen_at, EXCLUDED.last_seen_at),
+			updated_at    = now()`,
+		l.TenantID, l.ID, l.UserID)
+	return p.run(ctx, tx)
 }
 
 // rollups merges profiles and updates the rollups for the new events: every statement is queued

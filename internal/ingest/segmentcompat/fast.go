@@ -75,7 +75,7 @@ func known(key string, names ...string) int {
 	return 0
 }
 
-var messageKeys = []string{"type", "event", "name", "category", "userId", "anonymousId", "messageId", "timestamp", "originalTimestamp", "sentAt", "properties", "traits"}
+var messageKeys = []string{"type", "event", "name", "category", "userId", "anonymousId", "messageId", "timestamp", "originalTimestamp", "sentAt", "properties", "traits", "previousId", "groupId"}
 
 // decodeMessageFast decodes one message into m as json.Unmarshal would, and true means raw is
 // valid JSON; false: leave it to encoding/json.
@@ -98,7 +98,7 @@ func decodeMessageFast(raw []byte, m *Message) bool {
 				m.Traits = json.RawMessage(val)
 			}
 			return true
-		case "userId", "anonymousId":
+		case "userId", "anonymousId", "previousId", "groupId":
 			var id ID
 			switch {
 			case val[0] == '"':
@@ -112,10 +112,15 @@ func decodeMessageFast(raw []byte, m *Message) bool {
 			default:
 				return false
 			}
-			if key == "userId" {
+			switch key {
+			case "userId":
 				m.UserID = id
-			} else {
+			case "anonymousId":
 				m.AnonymousID = id
+			case "previousId":
+				m.PreviousID = id
+			default:
+				m.GroupID = id
 			}
 			return true
 		}

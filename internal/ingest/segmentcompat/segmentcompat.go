@@ -1,14 +1,18 @@
-// Package segmentcompat accepts Segment's HTTP tracking API (batch, track, identify, page) and maps
-// its messages onto Cohort's native events, so that Segment SDKs can send to Cohort by changing
-// the host. Mapping (Segment spec -> Cohort event):
+// Package segmentcompat accepts Segment's HTTP tracking API (batch, track, identify, page, screen,
+// group, alias) and maps its messages onto Cohort's native events, so that Segment SDKs can send
+// to Cohort by changing the host. Mapping (Segment spec -> Cohort event):
 //
 //   - track: event_type = the event name in snake_case (EventType), payload = properties;
-//   - identify: event_type context_identified, payload = traits;
+//   - identify: event_type context_identified, payload = traits; with both userId and
+//     anonymousId it links the anonymous id to the user (identity graph);
 //   - page: event_type page_viewed, payload = properties plus name and category when given
 //     (the message's name and category win over properties of the same key);
-//   - screen, group, alias: skipped and reported with code unsupported_type (not an error of the
-//     data, so not written to the ingestion error log);
-//   - user_id = userId, else anonymousId (numbers are taken as their decimal text);
+//   - screen: event_type screen_viewed, payload as for page;
+//   - group: event_type group_identified, payload = traits plus group_id (groupId, required);
+//   - alias: event_type context_aliased, user_id = userId, anonymous_id = previousId (both
+//     required), payload {}: it links the previous id to the user (identity graph, source alias);
+//   - user_id = userId, anonymous_id = anonymousId (numbers are taken as their decimal text); at
+//     least one is required, and the event's subject is the user id, else the anonymous id;
 //   - message_id = messageId (the warehouse stores an id once: retries deduplicate);
 //   - occurred_at = timestamp, else originalTimestamp, else the time of receipt;
 //   - sent_at = the message's sentAt, else the batch's: with occurred_at, it corrects the
@@ -42,7 +46,13 @@ const (
 	TypeTrack    = "track"
 	TypeIdentify = "identify"
 	TypePage     = "page"
+	TypeScreen   = "screen"
+	TypeGroup    = "group"
+	TypeAlias    = "alias"
 	PageViewed   = "page_viewed"
+	ScreenViewed = "screen_viewed"
+	// GroupIdentified is a group message's event_type.
+	GroupIdentified = "group_identified"
 )
 
 // ID is a Segment user or anonymous id: a string, or a number taken as its text.
@@ -82,6 +92,8 @@ type Message struct {
 	SentAt            *string         `json:"sentAt"`
 	Properties        json.RawMessage `json:"properties"`
 	Traits            json.RawMessage `json:"traits"`
+	PreviousID        ID              `json:"previousId"` // alias
+	GroupID           ID              `json:"groupId"`    // group
 }
 
 // Rejection says why one message was not accepted; Field is Segment's name of the field.
@@ -89,8 +101,6 @@ type Rejection struct {
 	Code    string
 	Field   string
 	Message string
-	// Unsupported marks a type Cohort does not map (screen, group, alias): reported, not logged.
-	Unsupported bool
 }
 
 func (r *Rejection) Error() string { return r.Field + ": " + r.Message }
@@ -152,27 +162,45 @@ func Map(m *Message, forceType string, batchSentAt *string) (wire.Input, *Reject
 	case TypeIdentify:
 		in.EventType = ingest.ContextIdentified
 		in.Payload = m.Traits
-	case TypePage:
+	case TypePage, TypeScreen:
 		in.EventType = PageViewed
-		p, r := pagePayload(m)
+		if typ == TypeScreen {
+			in.EventType = ScreenViewed
+		}
+		p, r := pagePayload(m, "properties", m.Properties)
 		if r != nil {
 			return in, r
 		}
 		in.Payload = p
-	case "screen", "group", "alias":
-		return in, &Rejection{Code: "unsupported_type", Field: "type", Message: fmt.Sprintf("%q messages are not supported; send track, identify or page", typ), Unsupported: true}
+	case TypeGroup:
+		if m.GroupID == "" {
+			return in, reject("invalid_group_id", "groupId", "is required for a group message")
+		}
+		in.EventType = GroupIdentified
+		p, r := withFields(m.Traits, "traits", map[string]string{"group_id": string(m.GroupID)})
+		if r != nil {
+			return in, r
+		}
+		in.Payload = p
+	case TypeAlias:
+		if m.UserID == "" {
+			return in, reject("invalid_user_id", "userId", "is required for an alias message")
+		}
+		if m.PreviousID == "" {
+			return in, reject("invalid_previous_id", "previousId", "is required for an alias message")
+		}
+		in.EventType = ingest.ContextAliased
+		in.UserID, in.AnonymousID = string(m.UserID), string(m.PreviousID)
 	case "":
-		return in, reject("invalid_type", "type", "is required: track, identify or page")
+		return in, reject("invalid_type", "type", "is required: track, identify, page, screen, group or alias")
 	default:
-		return in, reject("invalid_type", "type", "%q is not a Segment message type; send track, identify or page", truncate(typ, 40))
+		return in, reject("invalid_type", "type", "%q is not a Segment message type; send track, identify, page, screen, group or alias", truncate(typ, 40))
 	}
-	switch {
-	case m.UserID != "":
-		in.UserID = string(m.UserID)
-	case m.AnonymousID != "":
-		in.UserID = string(m.AnonymousID)
-	default:
-		return in, reject("invalid_user_id", "userId", "userId or anonymousId is required")
+	if typ != TypeAlias {
+		if m.UserID == "" && m.AnonymousID == "" {
+			return in, reject("invalid_user_id", "userId", "userId or anonymousId is required")
+		}
+		in.UserID, in.AnonymousID = string(m.UserID), string(m.AnonymousID)
 	}
 	in.OccurredAt = m.Timestamp
 	if in.OccurredAt == nil {
@@ -195,30 +223,40 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// pagePayload is the page's properties with its name and category added.
-func pagePayload(m *Message) (json.RawMessage, *Rejection) {
-	if m.Name == "" && m.Category == "" {
-		return m.Properties, nil
-	}
-	props := map[string]json.RawMessage{}
-	p := bytes.TrimSpace(m.Properties)
-	if len(p) > 0 && !bytes.Equal(p, []byte("null")) {
-		if p[0] != '{' {
-			return nil, reject("invalid_payload", "properties", "must be an object")
-		}
-		if err := json.Unmarshal(p, &props); err != nil {
-			return nil, reject("invalid_payload", "properties", "must be an object")
-		}
-	}
+// pagePayload is a page's (or screen's) properties with its name and category added.
+func pagePayload(m *Message, field string, props json.RawMessage) (json.RawMessage, *Rejection) {
+	add := map[string]string{}
 	if m.Name != "" {
-		props["name"], _ = json.Marshal(m.Name)
+		add["name"] = m.Name
 	}
 	if m.Category != "" {
-		props["category"], _ = json.Marshal(m.Category)
+		add["category"] = m.Category
+	}
+	return withFields(props, field, add)
+}
+
+// withFields is the object obj (Segment's field) with the string members add set, which win
+// over members of the same key.
+func withFields(obj json.RawMessage, field string, add map[string]string) (json.RawMessage, *Rejection) {
+	if len(add) == 0 {
+		return obj, nil
+	}
+	props := map[string]json.RawMessage{}
+	p := bytes.TrimSpace(obj)
+	if len(p) > 0 && !bytes.Equal(p, []byte("null")) {
+		if p[0] != '{' {
+			return nil, reject("invalid_payload", field, "must be an object")
+		}
+		if err := json.Unmarshal(p, &props); err != nil {
+			return nil, reject("invalid_payload", field, "must be an object")
+		}
+	}
+	for k, v := range add {
+		props[k], _ = json.Marshal(v)
 	}
 	out, err := json.Marshal(props)
 	if err != nil {
-		return nil, reject("invalid_payload", "properties", "%s", err.Error())
+		return nil, reject("invalid_payload", field, "%s", err.Error())
 	}
 	return out, nil
 }
@@ -231,6 +269,11 @@ func segmentField(native string, m *Message, typ string) string {
 			return "anonymousId"
 		}
 		return "userId"
+	case "anonymous_id":
+		if typ == TypeAlias {
+			return "previousId"
+		}
+		return "anonymousId"
 	case "event_type":
 		return "event"
 	case "occurred_at":
@@ -243,7 +286,7 @@ func segmentField(native string, m *Message, typ string) string {
 	case "message_id":
 		return "messageId"
 	case "payload":
-		if typ == TypeIdentify {
+		if typ == TypeIdentify || typ == TypeGroup {
 			return "traits"
 		}
 		return "properties"
@@ -315,8 +358,14 @@ func unmarshalRejection(err error) *Rejection {
 		field := strings.SplitN(te.Field, ".", 2)[0]
 		code := field
 		switch field {
-		case "userId", "anonymousId":
+		case "userId":
 			code = "user_id"
+		case "anonymousId":
+			code = "anonymous_id"
+		case "previousId":
+			code = "previous_id"
+		case "groupId":
+			code = "group_id"
 		case "messageId":
 			code = "message_id"
 		case "timestamp", "originalTimestamp":
@@ -432,14 +481,13 @@ func decodeMessages(in batchBody, tenantID int64, received time.Time, fast bool)
 }
 
 func (s *Service) skip(tenantID int64, res *Result, i int, r *Rejection) {
-	if !r.Unsupported {
-		s.in.ErrorLog().Record(tenantID, ingest.ErrorValidation, "segment batch["+strconv.Itoa(i)+"] "+r.Code+": "+r.Error())
-	}
+	s.in.ErrorLog().Record(tenantID, ingest.ErrorValidation, "segment batch["+strconv.Itoa(i)+"] "+r.Code+": "+r.Error())
 	res.Skipped++
 	res.Errors = append(res.Errors, ingest.BatchError{Index: i, Code: r.Code, Message: r.Error()})
 }
 
-// One accepts a single message sent to the endpoint of typ (track, identify or page). A message
+// One accepts a single message sent to the endpoint of typ (track, identify, page, screen, group
+// or alias). A message
 // that is rejected is a ValidationError naming the field, as on the native single-event endpoint.
 func (s *Service) One(ctx context.Context, tenantID int64, typ string, body []byte) (Result, error) {
 	received := s.now()

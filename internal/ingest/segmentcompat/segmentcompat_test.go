@@ -45,6 +45,7 @@ func TestMap(t *testing.T) {
 		force     string
 		wantType  string
 		wantUser  string
+		wantAnon  string
 		wantOcc   *string
 		wantSent  *string
 		wantCode  string
@@ -52,8 +53,8 @@ func TestMap(t *testing.T) {
 	}{
 		{name: "track", m: Message{Type: "track", Event: "Order Completed", UserID: "u"}, wantType: "order_completed", wantUser: "u", wantSent: batchSent},
 		{name: "type is case-insensitive", m: Message{Type: " Track ", Event: "E", UserID: "u"}, wantType: "e", wantUser: "u", wantSent: batchSent},
-		{name: "userId over anonymousId", m: Message{Type: "identify", UserID: "u", AnonymousID: "a"}, wantType: ingest.ContextIdentified, wantUser: "u", wantSent: batchSent},
-		{name: "anonymousId", m: Message{Type: "page", AnonymousID: "a"}, wantType: PageViewed, wantUser: "a", wantSent: batchSent},
+		{name: "identify keeps both ids", m: Message{Type: "identify", UserID: "u", AnonymousID: "a"}, wantType: ingest.ContextIdentified, wantUser: "u", wantAnon: "a", wantSent: batchSent},
+		{name: "anonymousId", m: Message{Type: "page", AnonymousID: "a"}, wantType: PageViewed, wantAnon: "a", wantSent: batchSent},
 		{name: "timestamp over originalTimestamp", m: Message{Type: "track", Event: "E", UserID: "u", Timestamp: new("t1"), OriginalTimestamp: new("t2")}, wantType: "e", wantUser: "u", wantOcc: new("t1"), wantSent: batchSent},
 		{name: "originalTimestamp", m: Message{Type: "track", Event: "E", UserID: "u", OriginalTimestamp: new("t2")}, wantType: "e", wantUser: "u", wantOcc: new("t2"), wantSent: batchSent},
 		{name: "message sentAt over the batch's", m: Message{Type: "track", Event: "E", UserID: "u", SentAt: new("s")}, wantType: "e", wantUser: "u", wantSent: new("s")},
@@ -62,9 +63,13 @@ func TestMap(t *testing.T) {
 		{name: "no event", m: Message{Type: "track", UserID: "u"}, wantCode: "invalid_event", wantField: "event"},
 		{name: "event maps to nothing", m: Message{Type: "track", Event: "???", UserID: "u"}, wantCode: "invalid_event", wantField: "event"},
 		{name: "event maps to a digit first", m: Message{Type: "track", Event: "1st", UserID: "u"}, wantCode: "invalid_event", wantField: "event"},
-		{name: "screen", m: Message{Type: "screen", UserID: "u"}, wantCode: "unsupported_type", wantField: "type"},
-		{name: "group", m: Message{Type: "group", UserID: "u"}, wantCode: "unsupported_type", wantField: "type"},
-		{name: "alias", m: Message{Type: "alias", UserID: "u"}, wantCode: "unsupported_type", wantField: "type"},
+		{name: "screen", m: Message{Type: "screen", AnonymousID: "a"}, wantType: ScreenViewed, wantAnon: "a", wantSent: batchSent},
+		{name: "group", m: Message{Type: "group", UserID: "u", GroupID: "g"}, wantType: GroupIdentified, wantUser: "u", wantSent: batchSent},
+		{name: "group without groupId", m: Message{Type: "group", UserID: "u"}, wantCode: "invalid_group_id", wantField: "groupId"},
+		{name: "alias links previousId", m: Message{Type: "alias", UserID: "u", PreviousID: "a"}, wantType: ingest.ContextAliased, wantUser: "u", wantAnon: "a", wantSent: batchSent},
+		{name: "alias ignores anonymousId", m: Message{Type: "alias", UserID: "u", PreviousID: "p", AnonymousID: "a"}, wantType: ingest.ContextAliased, wantUser: "u", wantAnon: "p", wantSent: batchSent},
+		{name: "alias without previousId", m: Message{Type: "alias", UserID: "u"}, wantCode: "invalid_previous_id", wantField: "previousId"},
+		{name: "alias without userId", m: Message{Type: "alias", PreviousID: "a"}, wantCode: "invalid_user_id", wantField: "userId"},
 		{name: "unknown type", m: Message{Type: "x", UserID: "u"}, wantCode: "invalid_type", wantField: "type"},
 		{name: "no type", m: Message{UserID: "u"}, wantCode: "invalid_type", wantField: "type"},
 	} {
@@ -74,16 +79,13 @@ func TestMap(t *testing.T) {
 				if r == nil || r.Code != tc.wantCode || r.Field != tc.wantField {
 					t.Fatalf("rejection %+v, want %s on %s", r, tc.wantCode, tc.wantField)
 				}
-				if r.Unsupported != (tc.wantCode == "unsupported_type") {
-					t.Errorf("Unsupported = %v", r.Unsupported)
-				}
 				return
 			}
 			if r != nil {
 				t.Fatalf("rejected: %v", r)
 			}
-			if in.EventType != tc.wantType || in.UserID != tc.wantUser {
-				t.Errorf("got %s by %s, want %s by %s", in.EventType, in.UserID, tc.wantType, tc.wantUser)
+			if in.EventType != tc.wantType || in.UserID != tc.wantUser || in.AnonymousID != tc.wantAnon {
+				t.Errorf("got %s by (%q, %q), want %s by (%q, %q)", in.EventType, in.UserID, in.AnonymousID, tc.wantType, tc.wantUser, tc.wantAnon)
 			}
 			if (in.OccurredAt == nil) != (tc.wantOcc == nil) || (in.OccurredAt != nil && *in.OccurredAt != *tc.wantOcc) {
 				t.Errorf("occurred_at %v, want %v", in.OccurredAt, tc.wantOcc)

@@ -4,12 +4,13 @@ import "encoding/json"
 
 // Input is an event as a client sends it.
 type Input struct {
-	UserID     string          `json:"user_id"`
-	EventType  string          `json:"event_type"`
-	OccurredAt *string         `json:"occurred_at"`
-	Payload    json.RawMessage `json:"payload"`
-	MessageID  string          `json:"message_id"` // optional dedupe key; generated when missing
-	SentAt     *string         `json:"sent_at"`    // optional: client clock at send, corrects skew
+	UserID      string          `json:"user_id"`
+	AnonymousID string          `json:"anonymous_id"` // the subject when user_id is empty
+	EventType   string          `json:"event_type"`
+	OccurredAt  *string         `json:"occurred_at"`
+	Payload     json.RawMessage `json:"payload"`
+	MessageID   string          `json:"message_id"` // optional dedupe key; generated when missing
+	SentAt      *string         `json:"sent_at"`    // optional: client clock at send, corrects skew
 }
 
 // Input fields, as bits: DecodeInputFast refuses a repeated key (encoding/json keeps the last).
@@ -20,12 +21,14 @@ const (
 	keySentAt
 	keyPayload
 	keyMessageID
+	keyAnonymousID
 )
 
 // DecodeInputFast decodes an event the way json.Unmarshal into Input does, for the layout SDKs
-// send: the known keys spelled exactly, each once; user_id, event_type, occurred_at, sent_at
-// and message_id as strings; payload an object. It returns false for anything else (other keys
-// or spellings, nulls, invalid JSON, data after the object), which ingest.Decode leaves to
+// send: the known keys spelled exactly, each once; user_id, anonymous_id, event_type,
+// occurred_at, sent_at and message_id as strings; payload an object. It returns false for
+// anything else (other keys or spellings, nulls, invalid JSON, data after the object), which
+// ingest.Decode leaves to
 // encoding/json. When it returns true, p is valid JSON and json.Unmarshal would have decoded the
 // same Input: strings are decoded by decodeString (encoding/json's own decoding for any that
 // is not plain ASCII), and the payload is checked whole with json.Valid.
@@ -67,6 +70,8 @@ func DecodeInputFast(p []byte, in *Input) bool {
 			bit = keyPayload
 		case "message_id":
 			bit = keyMessageID
+		case "anonymous_id":
+			bit = keyAnonymousID
 		default:
 			return false
 		}
@@ -95,6 +100,8 @@ func DecodeInputFast(p []byte, in *Input) bool {
 				in.EventType = s
 			case keyMessageID:
 				in.MessageID = s
+			case keyAnonymousID:
+				in.AnonymousID = s
 			case keyOccurredAt:
 				in.OccurredAt = &s
 			case keySentAt:

@@ -114,6 +114,17 @@ func (s *msgScanner) event(e *warehouse.Event) bool {
 	s.i = end
 	// The message's bytes stay untouched for as long as its events live (until the ack).
 	e.Payload = json.RawMessage(s.p[start:end:end])
+	// Present only when not empty; messages written before they existed have neither.
+	if s.lit(`,"anonymous_id":`) {
+		if e.AnonymousID, ok = s.str(); !ok {
+			return false
+		}
+	}
+	if s.lit(`,"link_auth":`) {
+		if e.LinkAuth, ok = s.str(); !ok {
+			return false
+		}
+	}
 	return s.lit(`}`)
 }
 

@@ -39,6 +39,8 @@ func TestDecodeMessage(t *testing.T) {
 		{TenantID: 7, EventID: "e1", UserID: "u1", EventType: "order_completed", OccurredAt: at, ReceivedAt: at.Add(time.Second), Payload: json.RawMessage(`{"amount":12.5}`)},
 		{TenantID: 7, EventID: "é<\"\\>", UserID: "u\u2028", EventType: "page_view", OccurredAt: at.In(time.FixedZone("x", 3600)), ReceivedAt: at, Payload: json.RawMessage(`{}`)},
 		{TenantID: -1, EventID: "", UserID: "", EventType: "", OccurredAt: time.Time{}, ReceivedAt: at, Payload: json.RawMessage(`{"a":[1,{"b":"}"}],"c":null}`)},
+		{TenantID: 7, EventID: "e3", UserID: "anon-1", EventType: "page_view", OccurredAt: at, ReceivedAt: at, Payload: json.RawMessage(`{}`), AnonymousID: "anon-1"},
+		{TenantID: 7, EventID: "e4", UserID: "u1", EventType: "context_identified", OccurredAt: at, ReceivedAt: at, Payload: json.RawMessage(`{}`), AnonymousID: "anon-1", LinkAuth: warehouse.LinkVerified},
 	}
 	cases := []struct {
 		name string
@@ -64,6 +66,10 @@ func TestDecodeMessage(t *testing.T) {
 		{"invalid utf-8", []byte("{\"v\":1,\"tenant_id\":7,\"events\":[{\"tenant_id\":7,\"event_id\":\"\xff\",\"user_id\":\"u\",\"event_type\":\"t\",\"occurred_at\":\"2024-05-01T12:00:00Z\",\"received_at\":\"2024-05-01T12:00:00Z\",\"payload\":{}}]}"), true},
 		{"control character", []byte("{\"v\":1,\"tenant_id\":7,\"events\":[{\"tenant_id\":7,\"event_id\":\"\x01\",\"user_id\":\"u\",\"event_type\":\"t\",\"occurred_at\":\"2024-05-01T12:00:00Z\",\"received_at\":\"2024-05-01T12:00:00Z\",\"payload\":{}}]}"), false},
 		{"not json", []byte(`nope`), false},
+		// Written before events carried anonymous ids: still read, on the fast path.
+		{"message without anonymous ids", []byte(`{"v":1,"tenant_id":7,"events":[{"tenant_id":7,"event_id":"a","user_id":"u","event_type":"t","occurred_at":"2024-05-01T12:00:00Z","received_at":"2024-05-01T12:00:00Z","payload":{}}]}`), true},
+		{"link_auth without anonymous_id", []byte(`{"v":1,"tenant_id":7,"events":[{"tenant_id":7,"event_id":"a","user_id":"u","event_type":"t","occurred_at":"2024-05-01T12:00:00Z","received_at":"2024-05-01T12:00:00Z","payload":{},"link_auth":"session"}]}`), true},
+		{"anonymous_id not a string", []byte(`{"v":1,"tenant_id":7,"events":[{"tenant_id":7,"event_id":"a","user_id":"u","event_type":"t","occurred_at":"2024-05-01T12:00:00Z","received_at":"2024-05-01T12:00:00Z","payload":{},"anonymous_id":1}]}`), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,6 +138,8 @@ func TestEncodeMessage(t *testing.T) {
 		{TenantID: 7, EventID: "r2", UserID: "u", EventType: "a", OccurredAt: at, ReceivedAt: at, Payload: json.RawMessage(`{}`)},
 		{TenantID: 7, EventID: "r3", UserID: "u", EventType: "a", OccurredAt: at.In(time.FixedZone("y", -7200)), ReceivedAt: at.Local(), Payload: json.RawMessage(`{}`)},
 		{TenantID: 7, EventID: "r4", UserID: "u", EventType: "a", OccurredAt: at.In(time.FixedZone("y", -7200)), ReceivedAt: at, Payload: json.RawMessage(`{}`)},
+		{TenantID: 7, EventID: "a1", UserID: "anon \"1\"", EventType: "a", OccurredAt: at, ReceivedAt: at, Payload: json.RawMessage(`{}`), AnonymousID: "anon \"1\""},
+		{TenantID: 7, EventID: "a2", UserID: "u", EventType: "context_identified", OccurredAt: at, ReceivedAt: at, Payload: json.RawMessage(`{}`), AnonymousID: "anon", LinkAuth: warehouse.LinkSession},
 	}
 	for _, m := range []Message{
 		{V: MessageVersion, TenantID: 7, Events: plain},

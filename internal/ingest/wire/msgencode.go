@@ -55,6 +55,15 @@ func EncodeMessage(tenantID int64, events []warehouse.Event) ([]byte, error) {
 		} else {
 			b = append(b, e.Payload...)
 		}
+		// Both are omitted when empty (omitempty), as in messages written before they existed.
+		if e.AnonymousID != "" {
+			b = append(b, `,"anonymous_id":`...)
+			b = jsonenc.AppendString(b, e.AnonymousID)
+		}
+		if e.LinkAuth != "" {
+			b = append(b, `,"link_auth":`...)
+			b = jsonenc.AppendString(b, e.LinkAuth)
+		}
 		b = append(b, '}')
 	}
 	return append(b, `]}`...), nil
@@ -66,14 +75,15 @@ func MessageSize(events []warehouse.Event) int {
 	size := len(`{"v":,"tenant_id":,"events":[]}`) + 2*maxInt64Digits
 	for i := range events {
 		e := &events[i]
-		size += eventOverhead + len(e.EventID) + len(e.UserID) + len(e.EventType) + len(e.Payload)
+		size += eventOverhead + len(e.EventID) + len(e.UserID) + len(e.EventType) + len(e.Payload) +
+			len(e.AnonymousID) + len(e.LinkAuth)
 	}
 	return size
 }
 
 // eventOverhead is what one event takes besides its strings and payload, at most: its keys,
 // quotes and punctuation, its tenant id, two times at their longest, and a missing payload.
-const eventOverhead = len(`,{"tenant_id":,"event_id":"","user_id":"","event_type":"","occurred_at":,"received_at":,"payload":}`) +
+const eventOverhead = len(`,{"tenant_id":,"event_id":"","user_id":"","event_type":"","occurred_at":,"received_at":,"payload":,"anonymous_id":"","link_auth":""}`) +
 	maxInt64Digits + 2*len(`"2006-01-02T15:04:05.999999999-07:00"`) + len(`null`)
 
 // maxInt64Digits is the longest decimal int64, sign included.

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/identity"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 	bqschema "github.com/cohort-dev/cohort/schema/bigquery"
 )
@@ -36,6 +37,9 @@ const (
 
 	// DefaultTable is the table name when Config.Table is empty.
 	DefaultTable = "events"
+	// LinksTable is the identity graph's table, in the events table's dataset
+	// (schema/bigquery/identity_links.json).
+	LinksTable = "identity_links"
 	// DefaultRequestTimeout bounds one API call when Config.RequestTimeout is zero.
 	DefaultRequestTimeout = 30 * time.Second
 
@@ -77,6 +81,7 @@ type Config struct {
 type Writer struct {
 	client  *bigquery.Client
 	table   *bigquery.Table
+	links   *bigquery.Table // LinksTable
 	schema  bigquery.Schema
 	cfg     Config
 	now     func() time.Time
@@ -90,6 +95,16 @@ func Schema() (bigquery.Schema, error) {
 	s, err := bigquery.SchemaFromJSON(bqschema.EventsJSON)
 	if err != nil {
 		return nil, fmt.Errorf("parse schema/bigquery/events.json: %w", err)
+	}
+	return s, nil
+}
+
+// LinksSchema returns the identity_links table schema, parsed from
+// schema/bigquery/identity_links.json.
+func LinksSchema() (bigquery.Schema, error) {
+	s, err := bigquery.SchemaFromJSON(bqschema.IdentityLinksJSON)
+	if err != nil {
+		return nil, fmt.Errorf("parse schema/bigquery/identity_links.json: %w", err)
 	}
 	return s, nil
 }
@@ -117,6 +132,7 @@ func New(ctx context.Context, cfg Config) (*Writer, error) {
 	w := &Writer{
 		client:  client,
 		table:   client.Dataset(cfg.Dataset).Table(cfg.Table),
+		links:   client.Dataset(cfg.Dataset).Table(LinksTable),
 		schema:  schema,
 		cfg:     cfg,
 		now:     cfg.Now,
@@ -154,10 +170,44 @@ func (w *Writer) Check(ctx context.Context) error {
 }
 
 // EnsureTable creates the table with the events schema, DAY partitioning on occurred_at and
-// clustering on tenant_id, event_type, user_id when it does not exist. It leaves an existing table
-// as it is (it does not compare schemas), and a table created concurrently by another worker counts
-// as success. The dataset must exist.
+// clustering on tenant_id, event_type, user_id when it does not exist, and the identity_links
+// table (clustered on tenant_id, anonymous_id) beside it. It leaves an existing table as it is (it
+// does not compare schemas), and a table created concurrently by another worker counts as
+// success. The dataset must exist.
 func (w *Writer) EnsureTable(ctx context.Context) error {
+	if err := w.ensureEvents(ctx); err != nil {
+		return err
+	}
+	return w.ensureLinks(ctx)
+}
+
+func (w *Writer) ensureLinks(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	_, err := w.links.Metadata(ctx, bigquery.WithMetadataView(bigquery.BasicMetadataView))
+	if err == nil {
+		return nil
+	}
+	id := w.cfg.Project + "." + w.cfg.Dataset + "." + LinksTable
+	if !isStatus(err, http.StatusNotFound) {
+		return fmt.Errorf("bigquery: table %s: %w", id, classify(err))
+	}
+	schema, err := LinksSchema()
+	if err != nil {
+		return err
+	}
+	md := &bigquery.TableMetadata{
+		Description: "Cohort identity graph: ids linked to users (written by the event loader)",
+		Schema:      schema,
+		Clustering:  &bigquery.Clustering{Fields: []string{"tenant_id", "anonymous_id"}},
+	}
+	if err := w.links.Create(ctx, md); err != nil && !isStatus(err, http.StatusConflict) {
+		return fmt.Errorf("bigquery: create table %s: %w", id, classify(err))
+	}
+	return nil
+}
+
+func (w *Writer) ensureEvents(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	_, err := w.table.Metadata(ctx, bigquery.WithMetadataView(bigquery.BasicMetadataView))
@@ -212,6 +262,39 @@ func (w *Writer) Write(ctx context.Context, events []warehouse.Event) (int, erro
 		sent += len(c)
 	}
 	return sent, nil
+}
+
+// WriteLinks streams new identity links into the identity_links table, insertId
+// "<tenant_id>:<anonymous_id>" (an id links once, so a retried write is deduplicated like an
+// event). Any failure is an error: the loader then retries the batch that made the links.
+func (w *Writer) WriteLinks(ctx context.Context, links []identity.Link) error {
+	for start := 0; start < len(links); start += MaxRowsPerRequest {
+		chunk := links[start:min(start+MaxRowsPerRequest, len(links))]
+		savers := make([]bigquery.ValueSaver, len(chunk))
+		for i, l := range chunk {
+			savers[i] = linkRow(l)
+		}
+		ctx, cancel := context.WithTimeout(ctx, w.timeout)
+		err := w.links.Inserter().Put(ctx, savers)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("bigquery: insert %d links into %s.%s.%s: %w", len(chunk), w.cfg.Project, w.cfg.Dataset, LinksTable, classify(err))
+		}
+	}
+	return nil
+}
+
+// linkRow is one identity_links row, a bigquery.ValueSaver.
+type linkRow identity.Link
+
+func (l linkRow) Save() (map[string]bigquery.Value, string, error) {
+	return map[string]bigquery.Value{
+		"tenant_id":    l.TenantID,
+		"anonymous_id": l.ID,
+		"user_id":      l.UserID,
+		"source":       l.Source,
+		"linked_at":    timestamp(l.LinkedAt),
+	}, strconv.FormatInt(l.TenantID, 10) + ":" + l.ID, nil
 }
 
 func (w *Writer) put(ctx context.Context, rows []*row) error {
@@ -348,6 +431,9 @@ func (w *Writer) newRow(e warehouse.Event) (*row, error) {
 			// A JSON column takes its value as a string holding the JSON text.
 			"payload": payload,
 		},
+	}
+	if e.AnonymousID != "" { // NULLABLE: absent for an event that carried none
+		r.values["anonymous_id"] = e.AnonymousID
 	}
 	// The same encoding the client uses for the request body (encoding/json of insertId and json).
 	b, err := json.Marshal(struct {

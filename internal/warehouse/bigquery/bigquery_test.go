@@ -16,6 +16,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/identity"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 )
 
@@ -126,6 +127,7 @@ func TestSchemaMatchesEvent(t *testing.T) {
 		{"occurred_at", bigquery.TimestampFieldType, true},
 		{"received_at", bigquery.TimestampFieldType, true},
 		{"payload", bigquery.JSONFieldType, false},
+		{"anonymous_id", bigquery.StringFieldType, false},
 	}
 	if len(schema) != len(want) {
 		t.Fatalf("schema has %d fields, want %d", len(schema), len(want))
@@ -583,6 +585,7 @@ func TestEnsureTable(t *testing.T) {
 		{"occurred_at", "TIMESTAMP", "REQUIRED"},
 		{"received_at", "TIMESTAMP", "REQUIRED"},
 		{"payload", "JSON", ""},
+		{"anonymous_id", "STRING", ""},
 	}
 	for _, tc := range []struct {
 		name        string
@@ -635,12 +638,12 @@ func TestEnsureTable(t *testing.T) {
 			if err != nil {
 				t.Fatalf("EnsureTable: %v", err)
 			}
-			inserts := f.requests("tables.insert")
+			inserts := forTable(f.requests("tables.insert"), DefaultTable)
 			if !tc.wantCreate {
 				if tc.setup == nil && len(inserts) != 0 {
 					t.Fatalf("table existed, but the client sent %d tables.insert", len(inserts))
 				}
-				if got := len(f.requests("tables.get")); got != 1 {
+				if got := len(forTable(f.requests("tables.get"), DefaultTable)); got != 1 {
 					t.Errorf("tables.get sent %d times, want 1", got)
 				}
 				return
@@ -679,8 +682,8 @@ func TestEnsureTable(t *testing.T) {
 			if err := w.EnsureTable(context.Background()); err != nil {
 				t.Fatalf("second EnsureTable: %v", err)
 			}
-			if got := len(f.requests("tables.insert")); got != 1 {
-				t.Errorf("second EnsureTable sent tables.insert again (%d in all)", got)
+			if got := len(f.requests("tables.insert")); got != 2 {
+				t.Errorf("second EnsureTable sent tables.insert again (%d in all, want events and identity_links once)", got)
 			}
 			if _, err := w.Write(context.Background(), []warehouse.Event{event(7, "first")}); err != nil {
 				t.Fatalf("write into the created table: %v", err)
@@ -689,6 +692,81 @@ func TestEnsureTable(t *testing.T) {
 				t.Fatalf("check the created table: %v", err)
 			}
 		})
+	}
+}
+
+// forTable keeps the requests about table (by path, or for tables.insert by the posted reference).
+func forTable(reqs []fakeRequest, table string) []fakeRequest {
+	var out []fakeRequest
+	for _, r := range reqs {
+		var p posted
+		_ = json.Unmarshal(r.Body, &p)
+		if strings.HasSuffix(r.Path, "/tables/"+table) || p.TableReference.TableID == table {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestLinks: EnsureTable creates identity_links beside events with its schema, and WriteLinks
+// streams each link once per insertId (a retried write stores nothing twice).
+func TestLinks(t *testing.T) {
+	f := newFakeBigQuery(t, testProject, testDataset)
+	f.createTable(testProject, testDataset, DefaultTable)
+	w := newTestWriter(t, f, nil)
+	if err := w.EnsureTable(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	inserts := forTable(f.requests("tables.insert"), LinksTable)
+	if len(inserts) != 1 {
+		t.Fatalf("tables.insert of %s sent %d times, want 1", LinksTable, len(inserts))
+	}
+	var p posted
+	if err := json.Unmarshal(inserts[0].Body, &p); err != nil {
+		t.Fatal(err)
+	}
+	var cols []string
+	for _, fl := range p.Schema.Fields {
+		cols = append(cols, fl.Name+" "+fl.Type+" "+fl.Mode)
+	}
+	if want := []string{"tenant_id INTEGER REQUIRED", "anonymous_id STRING REQUIRED", "user_id STRING REQUIRED", "source STRING REQUIRED", "linked_at TIMESTAMP REQUIRED"}; !reflect.DeepEqual(cols, want) {
+		t.Errorf("identity_links schema %v, want %v", cols, want)
+	}
+	at := time.Date(2026, 5, 1, 12, 0, 0, 123456789, time.UTC)
+	links := []identity.Link{
+		{TenantID: 7, ID: "anon-1", UserID: "u1", Source: identity.SourceIdentify, LinkedAt: at},
+		{TenantID: 7, ID: "prev-2", UserID: "u1", Source: identity.SourceAlias, LinkedAt: at},
+	}
+	for range 2 {
+		if err := w.WriteLinks(context.Background(), links); err != nil {
+			t.Fatalf("WriteLinks: %v", err)
+		}
+	}
+	rows := f.rows(testProject, testDataset, LinksTable)
+	if len(rows) != 2 {
+		t.Fatalf("identity_links holds %d rows, want 2", len(rows))
+	}
+	r := rows[0]
+	if r.InsertID != "7:anon-1" || string(r.JSON["anonymous_id"]) != `"anon-1"` || string(r.JSON["user_id"]) != `"u1"` ||
+		string(r.JSON["source"]) != `"identify"` || string(r.JSON["linked_at"]) != `"2026-05-01T12:00:00.123456Z"` || string(r.JSON["tenant_id"]) != `7` {
+		t.Errorf("row %s %v", r.InsertID, r.JSON)
+	}
+	// An event's anonymous id is written; none is left out (NULL).
+	e := event(7, "anon")
+	e.AnonymousID = "anon-1"
+	if _, err := w.Write(context.Background(), []warehouse.Event{e, event(7, "plain")}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range f.rows(testProject, testDataset, DefaultTable) {
+		got[r.InsertID] = string(r.JSON["anonymous_id"])
+	}
+	if got["7:anon"] != `"anon-1"` || got["7:plain"] != "" {
+		t.Errorf("anonymous_id columns %v, want anon-1 and none", got)
+	}
+	f.failAlways("insertAll", http.StatusServiceUnavailable)
+	if err := w.WriteLinks(context.Background(), links); !errors.Is(err, errs.ErrUnavailable) {
+		t.Errorf("WriteLinks with BigQuery down: %v, want unavailable", err)
 	}
 }
 

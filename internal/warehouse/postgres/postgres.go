@@ -62,9 +62,9 @@ func (w *Writer) Write(ctx context.Context, events []warehouse.Event) (int, erro
 // also stores whatever the events produce.
 func CopyNew(ctx context.Context, tx pgx.Tx, events []warehouse.Event) ([]warehouse.Event, error) {
 	return copyNew(ctx, tx, events, "events", "copy events",
-		[]string{"tenant_id", "event_id", "user_id", "event_type", "occurred_at", "received_at", "payload"},
+		[]string{"tenant_id", "event_id", "user_id", "event_type", "occurred_at", "received_at", "payload", "anonymous_id"},
 		func(e *warehouse.Event) []any {
-			return []any{e.TenantID, e.EventID, e.UserID, e.EventType, e.OccurredAt, e.ReceivedAt, []byte(e.Payload)}
+			return []any{e.TenantID, e.EventID, e.UserID, e.EventType, e.OccurredAt, e.ReceivedAt, []byte(e.Payload), e.AnonymousID}
 		})
 }
 
@@ -151,19 +151,20 @@ func InsertNew(ctx context.Context, tx pgx.Tx, events []warehouse.Event) ([]ware
 	n := len(events)
 	tenants, ids, users, types := make([]int64, n), make([]string, n), make([]string, n), make([]string, n)
 	occurred, received, payloads := make([]time.Time, n), make([]time.Time, n), make([]string, n)
+	anons := make([]string, n)
 	for i, e := range events {
 		tenants[i], ids[i], users[i], types[i] = e.TenantID, e.EventID, e.UserID, e.EventType
-		occurred[i], received[i], payloads[i] = e.OccurredAt, e.ReceivedAt, string(e.Payload)
+		occurred[i], received[i], payloads[i], anons[i] = e.OccurredAt, e.ReceivedAt, string(e.Payload), e.AnonymousID
 	}
 	rows, err := tx.Query(ctx, `
-		INSERT INTO warehouse.events (tenant_id, event_id, user_id, event_type, occurred_at, received_at, payload)
-		SELECT t, e, u, ty, o, r, p::jsonb
-		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[])
-			AS x(t, e, u, ty, o, r, p)
+		INSERT INTO warehouse.events (tenant_id, event_id, user_id, event_type, occurred_at, received_at, payload, anonymous_id)
+		SELECT t, e, u, ty, o, r, p::jsonb, a
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[], $8::text[])
+			AS x(t, e, u, ty, o, r, p, a)
 		-- One key order for every writer, so concurrent overlapping batches cannot deadlock.
 		ORDER BY t, e
 		ON CONFLICT (tenant_id, event_id) DO NOTHING
-		RETURNING tenant_id, event_id`, tenants, ids, users, types, occurred, received, payloads)
+		RETURNING tenant_id, event_id`, tenants, ids, users, types, occurred, received, payloads, anons)
 	if err != nil {
 		return nil, fmt.Errorf("insert events: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cohort-dev/cohort/internal/identity"
 	"github.com/cohort-dev/cohort/internal/warehouse"
 )
 
@@ -60,3 +61,22 @@ func (l *Ledger) StoreNew(ctx context.Context, tx pgx.Tx, events []warehouse.Eve
 
 // SegmentRollups is false: another warehouse computes segments from its raw events.
 func (l *Ledger) SegmentRollups() bool { return false }
+
+// LinkWriter is a warehouse that keeps a copy of the identity graph (BigQuery's identity_links),
+// for its segment queries to resolve ids with.
+type LinkWriter interface {
+	WriteLinks(ctx context.Context, links []identity.Link) error
+}
+
+// WriteLinks writes the loader's new links to the warehouse, before its transaction commits,
+// when the warehouse keeps them (LinkWriter); the embedded warehouse reads identity_links itself.
+func (l *Ledger) WriteLinks(ctx context.Context, links []identity.Link) error {
+	lw, ok := l.w.(LinkWriter)
+	if !ok || len(links) == 0 {
+		return nil
+	}
+	if err := lw.WriteLinks(ctx, links); err != nil {
+		return fmt.Errorf("write %s links: %w", l.w.Name(), err)
+	}
+	return nil
+}
