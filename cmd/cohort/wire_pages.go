@@ -6,7 +6,10 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/api"
+	"github.com/cohort-dev/cohort/internal/design"
 	"github.com/cohort-dev/cohort/internal/page"
+	"github.com/cohort-dev/cohort/internal/pageexport"
+	"github.com/cohort-dev/cohort/internal/pagehost"
 	"github.com/cohort-dev/cohort/workflows"
 )
 
@@ -17,7 +20,12 @@ import (
 func (c *core) pagesAPI(st *workflows.Starter) *api.PagesDeps {
 	svc := c.openPages(st)
 	c.closers = append(c.closers, supervisePageCounts(svc, c.log))
-	return &api.PagesDeps{Service: svc}
+	hosted := pagehost.New(pagehost.Deps{
+		Pages:  svc,
+		Design: pageexport.DesignStore{Store: design.NewStore(c.db.Pool, time.Now)},
+		Keys:   pageexport.NewKeys(c.db.Pool, time.Now),
+	})
+	return &api.PagesDeps{Service: svc, Hosted: hosted, PublicURL: c.cfg.PublicBaseURL}
 }
 
 // openPages builds a page service over the core's database; gen starts generation (nil in a
