@@ -114,8 +114,8 @@ type Site struct {
 const maxSummary = 300
 
 // PublishedSite lists the published pages of the tenant with that slug, by slug, and its crawler
-// setting. An unknown tenant is a not-found error.
-func (s *Service) PublishedSite(ctx context.Context, tenantSlug string) (*Site, error) {
+// setting; with summaries each page's Summary is set. An unknown tenant is a not-found error.
+func (s *Service) PublishedSite(ctx context.Context, tenantSlug string, summaries bool) (*Site, error) {
 	if !tenantSlugRE.MatchString(tenantSlug) {
 		return nil, errs.Coded(errs.ErrNotFound, "not_found", "site not found")
 	}
@@ -128,8 +128,12 @@ func (s *Service) PublishedSite(ctx context.Context, tenantSlug string) (*Site, 
 	if err != nil {
 		return nil, fmt.Errorf("load site %s: %w", tenantSlug, err)
 	}
+	summaryLen := 0
+	if summaries {
+		summaryLen = maxSummary * 2
+	}
 	rows, err := s.pool.Query(ctx, `SELECT slug, title, left(intro_copy, $2), updated_at FROM generated_pages
-		WHERE tenant_id = $1 AND published ORDER BY slug`, site.TenantID, maxSummary*2)
+		WHERE tenant_id = $1 AND published ORDER BY slug`, site.TenantID, summaryLen)
 	if err != nil {
 		return nil, fmt.Errorf("list published pages: %w", err)
 	}
@@ -139,7 +143,9 @@ func (s *Service) PublishedSite(ctx context.Context, tenantSlug string) (*Site, 
 		if err := rows.Scan(&p.Slug, &p.Title, &p.Summary, &p.UpdatedAt); err != nil {
 			return nil, fmt.Errorf("list published pages: %w", err)
 		}
-		p.Summary = summaryLine(p.Summary)
+		if summaries {
+			p.Summary = summaryLine(p.Summary)
+		}
 		site.Pages = append(site.Pages, p)
 	}
 	if err := rows.Err(); err != nil {

@@ -231,7 +231,7 @@ func notFound() error { return errs.Coded(errs.ErrNotFound, "not_found", "not fo
 // SitemapURLs published pages it is one urlset; past that, sitemap.xml is a sitemap index of
 // the parts, each a urlset of at most SitemapURLs pages. A part that does not exist is not found.
 func (s *Service) Sitemap(ctx context.Context, tenantSlug, base string, part int) (*Doc, error) {
-	site, err := s.pages.PublishedSite(ctx, tenantSlug)
+	site, err := s.pages.PublishedSite(ctx, tenantSlug, false)
 	if err != nil {
 		return nil, err
 	}
@@ -267,11 +267,17 @@ func (s *Service) Sitemap(ctx context.Context, tenantSlug, base string, part int
 
 func writeURLSet(b *bytes.Buffer, base string, site *page.Site, pages []page.SitePage) {
 	b.WriteString(`<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">` + "\n")
+	// The URLs differ only by the page slug, which is letters, digits and hyphens: the prefix
+	// is escaped once.
+	var prefix bytes.Buffer
+	prefix.WriteString("<url><loc>")
+	_ = xml.EscapeText(&prefix, []byte(PageURL(base, site.Slug, "")))
+	b.Grow(len(pages) * (prefix.Len() + 64))
 	for _, p := range pages {
-		b.WriteString("<url><loc>")
-		_ = xml.EscapeText(b, []byte(PageURL(base, site.Slug, p.Slug)))
+		b.Write(prefix.Bytes())
+		b.WriteString(p.Slug) // a page slug needs no escaping
 		b.WriteString("</loc><lastmod>")
-		b.WriteString(p.UpdatedAt.UTC().Format(time.RFC3339))
+		b.Write(p.UpdatedAt.UTC().AppendFormat(b.AvailableBuffer(), time.RFC3339))
 		b.WriteString("</lastmod></url>\n")
 	}
 	b.WriteString("</urlset>\n")
@@ -281,7 +287,7 @@ func writeURLSet(b *bytes.Buffer, base string, site *page.Site, pages []page.Sit
 // setting says) disallowed by name, every other agent allowed, and the sitemap. Its paths are
 // the site's root: served for a tenant's own domain, which a CDN maps to /p/<tenant_slug>/.
 func (s *Service) Robots(ctx context.Context, tenantSlug, base string) (*Doc, error) {
-	site, err := s.pages.PublishedSite(ctx, tenantSlug)
+	site, err := s.pages.PublishedSite(ctx, tenantSlug, false)
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +312,7 @@ func (s *Service) Robots(ctx context.Context, tenantSlug, base string) (*Doc, er
 // LLMs is the tenant's llms.txt (llmstxt.org): "# <tenant name>", a "> " summary line, and
 // "## Pages" listing each published page as "- [title](url): summary".
 func (s *Service) LLMs(ctx context.Context, tenantSlug, base string) (*Doc, error) {
-	site, err := s.pages.PublishedSite(ctx, tenantSlug)
+	site, err := s.pages.PublishedSite(ctx, tenantSlug, true)
 	if err != nil {
 		return nil, err
 	}
