@@ -13,6 +13,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/page"
+	"github.com/cohort-dev/cohort/internal/pageexport"
 	"github.com/cohort-dev/cohort/internal/pagehost"
 )
 
@@ -99,6 +100,8 @@ func (s *Server) serveHostedPage(c *gin.Context, tenantSlug, pageSlug string, ht
 		return
 	}
 	s.d.Metrics.PageRead(metrics.ReadOK)
+	// The export's policy: only the tracking snippet (by its hash) and the API run scripts.
+	c.Header("Content-Security-Policy", pageexport.ContentSecurityPolicy(base))
 	s.cacheable(c, r.ETag, r.Body, "text/html; charset=utf-8")
 }
 
