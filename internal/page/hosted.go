@@ -234,3 +234,20 @@ func (s *Service) SetCrawlerSettings(ctx context.Context, tenantID int64, in Cra
 	}
 	return &CrawlerSettings{BlockedAICrawlers: blocked, KnownAICrawlers: slices.Clone(Crawlers)}, nil
 }
+
+// SetBlockedCrawlers replaces the AI crawler setting of the tenant with that slug (cohort tenants
+// set --blocked-ai-crawlers) and returns it as stored; an unknown crawler is a validation error.
+func (s *Service) SetBlockedCrawlers(ctx context.Context, tenantSlug string, names []string) ([]string, error) {
+	blocked, err := CanonicalCrawlers("blocked_ai_crawlers", names)
+	if err != nil {
+		return nil, err
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE tenants SET blocked_ai_crawlers = $2, updated_at = $3 WHERE slug = $1`, tenantSlug, blocked, s.now().UTC())
+	if err != nil {
+		return nil, fmt.Errorf("set tenant %s blocked crawlers: %w", tenantSlug, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil, fmt.Errorf("tenant %q: %w", tenantSlug, errs.ErrNotFound)
+	}
+	return blocked, nil
+}
