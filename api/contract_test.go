@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/cohort-dev/cohort/internal/aispend"
+	"github.com/cohort-dev/cohort/internal/pagehost"
 )
 
 // openAPIDoc is the part of openapi.yaml the tests read.
@@ -105,6 +106,9 @@ func allRouteGroups(d *Deps) {
 		if ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct && ft.Elem().PkgPath() == pkg && fv.IsNil() && fv.CanSet() {
 			fv.Set(reflect.New(ft.Elem()))
 		}
+	}
+	if d.Pages != nil && d.Pages.Hosted == nil { // the /p/ routes are mounted only with it
+		d.Pages.Hosted = &pagehost.Service{}
 	}
 	if d.Ingest != nil && d.Ingest.Segment == nil { // the /v1 routes are mounted only with it
 		d.Ingest.Segment = &segmentcompat.Service{}

@@ -48,6 +48,10 @@ func browserCallable(path string) bool {
 // to their answers when the credential allows it (see corsAllowed). Other paths, and requests
 // without an Origin header (servers), pass through untouched.
 func (s *Server) cors(c *gin.Context) {
+	if publicRead(c.Request.URL.Path) {
+		publicCORS(c)
+		return
+	}
 	origin := c.GetHeader("Origin")
 	if origin == "" || !browserCallable(c.Request.URL.Path) {
 		c.Next()
@@ -68,6 +72,35 @@ func (s *Server) cors(c *gin.Context) {
 	c.Next()
 	// A handler that set a status without writing a body: gin writes the header after the chain.
 	w.apply()
+}
+
+// Published pages are public: the public JSON read and the hosted pages (/p/...) are readable
+// by a page of any origin, without credentials (Access-Control-Allow-Origin: *, the same answer
+// for every origin, so a CDN keeps one copy), and their preflights are answered.
+const (
+	publicCORSMethods = "GET, HEAD, OPTIONS"
+	publicCORSHeaders = "Accept, If-None-Match"
+	publicCORSExpose  = "ETag, Retry-After, X-Request-ID"
+)
+
+// publicRead reports whether a path is a published page's public read.
+func publicRead(path string) bool {
+	return strings.HasPrefix(path, "/api/ai-pages/public/pages/") || strings.HasPrefix(path, "/p/")
+}
+
+// publicCORS lets any origin read a public answer; an OPTIONS is a preflight, answered here.
+func publicCORS(c *gin.Context) {
+	h := c.Writer.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	if c.Request.Method == http.MethodOptions {
+		h.Set("Access-Control-Allow-Methods", publicCORSMethods)
+		h.Set("Access-Control-Allow-Headers", publicCORSHeaders)
+		h.Set("Access-Control-Max-Age", corsMaxAge)
+		c.AbortWithStatus(http.StatusNoContent)
+		return
+	}
+	h.Set("Access-Control-Expose-Headers", publicCORSExpose)
+	c.Next()
 }
 
 // corsAllowed decides, when the answer is written, whether the page at origin may read it: a

@@ -13,6 +13,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/page"
 	"github.com/cohort-dev/cohort/internal/pagebuild"
+	"github.com/cohort-dev/cohort/internal/pagehost"
 )
 
 // PagesDeps are the AI landing page endpoints' dependencies. The service starts generation (its
@@ -24,6 +25,12 @@ type PagesDeps struct {
 	// BuildKeepAlive is how long a build stream may stay silent before it gets a comment line
 	// (default 15 s).
 	BuildKeepAlive time.Duration
+	// Hosted serves published pages as HTML (/p/..., and the public JSON route when the client
+	// prefers HTML) with the tenants' sitemap.xml, robots.txt and llms.txt; nil: not served.
+	Hosted *pagehost.Service
+	// PublicURL is the origin hosted pages' links use (COHORT_PUBLIC_URL); when empty, the
+	// origin the request came to.
+	PublicURL string
 }
 
 // maxPageBody caps page and AIQuery bodies: a PATCH of a page's blocks (at most 100) fits.
@@ -56,6 +63,8 @@ func (s *Server) pageRoutes(a *gin.RouterGroup) {
 
 	g.GET("/jobs/", auth, s.listBulkJobs)
 	g.GET("/jobs/:id/", auth, s.getBulkJob)
+
+	s.pageSettingsRoutes(g, auth)
 
 	g.GET("/public/pages/:tenant_slug/:page_slug/", s.publicPage)
 }
@@ -252,18 +261,27 @@ func (s *Server) getBulkJob(c *gin.Context) {
 }
 
 // publicPage serves a published page without credentials; the service renders the body (it
-// counts the read, and keeps the page briefly in memory).
+// counts the read, and keeps the page briefly in memory). A client that prefers HTML gets the
+// hosted page. The answer carries a weak ETag (view_count aside, the page as published) and
+// Cache-Control; If-None-Match with it answers 304 (still a read, counted).
 func (s *Server) publicPage(c *gin.Context) {
 	if s.d.Pages.Service == nil {
 		abort(c, codedNotFound("page not found"))
 		return
+	}
+	if s.d.Pages.Hosted != nil {
+		c.Header("Vary", "Accept")
+		if prefersHTML(c.GetHeader("Accept"), false) {
+			s.serveHostedPage(c, c.Param("tenant_slug"), c.Param("page_slug"), false)
+			return
+		}
 	}
 	ctx := c.Request.Context()
 	if isHead(c.Request) { // a HEAD checks the page; nobody read it
 		ctx = page.WithoutCounting(ctx)
 	}
 	ctx = s.visitorContext(ctx, c)
-	body, err := s.d.Pages.Service.PublicPage(ctx, c.Param("tenant_slug"), c.Param("page_slug"), c.GetHeader("User-Agent"))
+	body, etag, err := s.d.Pages.Service.PublicJSON(ctx, c.Param("tenant_slug"), c.Param("page_slug"), c.GetHeader("User-Agent"))
 	if err != nil {
 		abort(c, err)
 		read := metrics.ReadError
@@ -274,7 +292,7 @@ func (s *Server) publicPage(c *gin.Context) {
 		return
 	}
 	s.d.Metrics.PageRead(metrics.ReadOK)
-	c.Data(http.StatusOK, "application/json; charset=utf-8", body)
+	s.cacheable(c, etag, body, "application/json; charset=utf-8")
 }
 
 // visitorContext honours X-Cohort-Visitor-User-Agent (page.VisitorUserAgentHeader): a storefront

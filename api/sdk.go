@@ -85,8 +85,10 @@ func (s *Server) serveSDK(c *gin.Context) {
 	c.Data(http.StatusOK, h.Get("Content-Type"), body)
 }
 
-// etagMatches reports whether an If-None-Match header names etag (or is "*").
+// etagMatches reports whether an If-None-Match header names etag (or is "*"), by the weak
+// comparison If-None-Match uses: "W/" aside on both sides.
 func etagMatches(header, etag string) bool {
+	etag = strings.TrimPrefix(etag, "W/")
 	for _, t := range strings.Split(header, ",") {
 		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
 		if t == etag || t == "*" {

@@ -186,6 +186,9 @@ func (s *Server) routes() {
 	}
 	if s.d.Pages != nil {
 		s.pageRoutes(a)
+		if s.d.Pages.Hosted != nil {
+			s.hostedRoutes(e)
+		}
 	}
 	if s.d.Spend != nil {
 		s.usageRoutes(a)

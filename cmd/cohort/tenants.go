@@ -50,6 +50,9 @@ var tenantCommands = []struct{ name, usage string }{
   set --slug S --allowed-origins https://a.example,https://b.example
                                           browser origins whose pages may read answers to pk_/session
                                           requests (CORS); --allowed-origins '' allows any origin (default)
+  set --slug S --blocked-ai-crawlers GPTBot,CCBot
+                                          AI crawlers the tenant's robots.txt (/p/S/robots.txt) disallows;
+                                          '' allows every known crawler (default)
   set --slug S --ai-budget N|none         monthly model token budget (UTC calendar month); beyond it builds,
                                           generation, extraction and drafts answer 403 ai_budget_exceeded
 `},
@@ -99,6 +102,7 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 	requireSig := fs.String("require-signed-user-id", "", "true or false")
 	pageLimit := fs.Int("page-limit", -1, "AI landing pages the tenant may hold")
 	allowedOrigins := fs.String("allowed-origins", "", "comma-separated browser origins; empty: any")
+	blockedCrawlers := fs.String("blocked-ai-crawlers", "", "comma-separated AI crawlers robots.txt disallows; empty: none")
 	aiBudget := fs.String("ai-budget", "", "monthly model token budget, or none")
 	rotateWebhook := fs.Bool("webhook", false, "rotate-secrets: replace the webhook secret")
 	rotateIdentity := fs.Bool("identity", false, "rotate-secrets: replace the identity secret")
@@ -200,8 +204,9 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 		setPageLimit := pageLimitSet(fs)
 		setOrigins := flagSet(fs, "allowed-origins")
 		setBudget := flagSet(fs, "ai-budget")
-		if *requireSig == "" && !setPageLimit && !setOrigins && !setBudget {
-			return fmt.Errorf("%w: --require-signed-user-id=true|false, --page-limit N, --allowed-origins O,... or --ai-budget N|none is required", errUsage)
+		setCrawlers := flagSet(fs, "blocked-ai-crawlers")
+		if *requireSig == "" && !setPageLimit && !setOrigins && !setBudget && !setCrawlers {
+			return fmt.Errorf("%w: --require-signed-user-id=true|false, --page-limit N, --allowed-origins O,..., --blocked-ai-crawlers C,... or --ai-budget N|none is required", errUsage)
 		}
 		var budget *int64
 		if setBudget && *aiBudget != "none" {
@@ -248,6 +253,19 @@ func runTenants(ctx context.Context, cfg *config.Config, logger *slog.Logger, ar
 				return err
 			}
 			res["allowed_origins"] = norm
+		}
+		if setCrawlers {
+			var names []string
+			for _, n := range strings.Split(*blockedCrawlers, ",") {
+				if n = strings.TrimSpace(n); n != "" {
+					names = append(names, n)
+				}
+			}
+			blocked, err := c.openPages(nil).SetBlockedCrawlers(ctx, *slug, names)
+			if err != nil {
+				return err
+			}
+			res["blocked_ai_crawlers"] = blocked
 		}
 		return out.Encode(res)
 	}

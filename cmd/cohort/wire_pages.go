@@ -7,7 +7,10 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/api"
+	"github.com/cohort-dev/cohort/internal/design"
 	"github.com/cohort-dev/cohort/internal/page"
+	"github.com/cohort-dev/cohort/internal/pageexport"
+	"github.com/cohort-dev/cohort/internal/pagehost"
 	"github.com/cohort-dev/cohort/workflows"
 )
 
@@ -21,7 +24,12 @@ func (c *core) pagesAPI(st *workflows.Starter) *api.PagesDeps {
 	c.reg.MustRegister(page.NewCounterCollector(svc))
 	c.stopPageCounts = sync.OnceFunc(supervisePageCounts(svc, c.log))
 	c.closers = append(c.closers, c.stopPageCounts)
-	return &api.PagesDeps{Service: svc}
+	hosted := pagehost.New(pagehost.Deps{
+		Pages:  svc,
+		Design: pageexport.DesignStore{Store: design.NewStore(c.db.Pool, time.Now)},
+		Keys:   pageexport.NewKeys(c.db.Pool, time.Now),
+	})
+	return &api.PagesDeps{Service: svc, Hosted: hosted, PublicURL: c.cfg.PublicBaseURL}
 }
 
 // openPages builds a page service over the core's database; gen starts generation (nil in a

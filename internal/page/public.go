@@ -40,8 +40,13 @@ type publicEntry struct {
 	base    int64
 	local   atomic.Int64
 	rest    []byte // `,"id":...}`: the page's JSON without view_count and its opening brace
+	etag    string // the JSON's validator: weak, from rest (view_count changes with every read)
+	doc     *PublicDoc
 	gen     uint64
 	expires time.Time
+
+	renderMu sync.Mutex
+	rendered map[string]*Rendered // PublicRendered's answers by render key
 }
 
 type loadCall struct {
@@ -144,6 +149,35 @@ type publicPageJSON struct {
 // written, this one among them. A read through a WithoutCounting context counts nothing; one
 // through a WithVisitorUserAgent context of the page's tenant is counted with that User-Agent.
 func (s *Service) PublicPage(ctx context.Context, tenantSlug, pageSlug, userAgent string) ([]byte, error) {
+	body, _, err := s.PublicJSON(ctx, tenantSlug, pageSlug, userAgent)
+	return body, err
+}
+
+// PublicJSON is PublicPage with the body's validator: a weak ETag of the page as published,
+// which view_count (different in every answer) does not change.
+func (s *Service) PublicJSON(ctx context.Context, tenantSlug, pageSlug, userAgent string) ([]byte, string, error) {
+	e, views, err := s.publicRead(ctx, tenantSlug, pageSlug, userAgent)
+	if err != nil {
+		return nil, "", err
+	}
+	buf := make([]byte, 0, len(e.rest)+32)
+	buf = append(buf, `{"view_count":`...)
+	buf = strconv.AppendInt(buf, views, 10)
+	return append(buf, e.rest...), e.etag, nil
+}
+
+// publicRead finds a published page in the public cache (loading it on a miss) and counts the
+// read unless ctx is WithoutCounting; views is view_count including this read.
+func (s *Service) publicRead(ctx context.Context, tenantSlug, pageSlug, userAgent string) (*publicEntry, int64, error) {
+	e, err := s.publicLookup(ctx, tenantSlug, pageSlug)
+	if err != nil {
+		return nil, 0, err
+	}
+	return e, s.countRead(ctx, e, userAgent), nil
+}
+
+// publicLookup finds a published page in the public cache, loading it on a miss.
+func (s *Service) publicLookup(ctx context.Context, tenantSlug, pageSlug string) (*publicEntry, error) {
 	if !tenantSlugRE.MatchString(tenantSlug) || checkSlug(pageSlug) != "" {
 		return nil, errPublicNotFound()
 	}
@@ -159,18 +193,21 @@ func (s *Service) PublicPage(ctx context.Context, tenantSlug, pageSlug, userAgen
 	if !e.found {
 		return nil, errPublicNotFound()
 	}
+	return e, nil
+}
+
+// countRead counts one read of e (a view, and a crawl when userAgent names a known AI crawler)
+// unless counting is off or ctx is WithoutCounting, and returns view_count with it.
+func (s *Service) countRead(ctx context.Context, e *publicEntry, userAgent string) int64 {
 	views := e.base
 	if v, ok := ctx.Value(visitorKey{}).(visitor); ok && v.tenantID == e.tenantID {
 		userAgent = v.userAgent
 	}
 	if !s.opts.DisableViewCounting && !uncounted(ctx) {
-		s.counter.record(e.tenantID, e.pageID, s.crawlers.match(userAgent), now)
+		s.counter.record(e.tenantID, e.pageID, s.crawlers.match(userAgent), s.now())
 		views += e.local.Add(1)
 	}
-	buf := make([]byte, 0, len(e.rest)+32)
-	buf = append(buf, `{"view_count":`...)
-	buf = strconv.AppendInt(buf, views, 10)
-	return append(buf, e.rest...), nil
+	return views
 }
 
 // uncountedKey marks a context whose public reads count no view (a HEAD request: nobody saw it).
@@ -243,7 +280,11 @@ func (s *Service) loadPublic(ctx context.Context, tenantSlug, pageSlug string) (
 		return nil, fmt.Errorf("encode public page %d: %w", p.ID, err)
 	}
 	rest := append([]byte{','}, body[1:]...)
-	return &publicEntry{found: true, tenantID: tenantID, pageID: p.ID, base: views + s.counter.pending(p.ID), rest: rest}, nil
+	doc := &PublicDoc{TenantID: tenantID, TenantSlug: tenantSlug, Page: &Page{ID: p.ID, Slug: p.Slug, Title: p.Title,
+		Published: p.Published, IntroCopy: p.IntroCopy, ProductSKUs: p.ProductSKUs, Blocks: p.Blocks, Status: p.Status,
+		GeneratedAt: p.GeneratedAt, Version: p.Version, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}, Products: p.Products}
+	return &publicEntry{found: true, tenantID: tenantID, pageID: p.ID, base: views + s.counter.pending(p.ID), rest: rest,
+		etag: weakETag(rest), doc: doc}, nil
 }
 
 // productFields names the product schema's first price field and first image field.

@@ -173,6 +173,19 @@ type Content struct {
 	Tracking Tracking
 	// At dates the files of a zip (the export's creation), so a build is reproducible.
 	At time.Time
+	// Head is what a hosted page (internal/pagehost) adds to the HTML's <head>; nil in an export.
+	Head *Head
+}
+
+// Head is the <head> of a hosted page beyond the export's: its meta description, canonical URL,
+// Open Graph tags and schema.org JSON-LD.
+type Head struct {
+	Description string
+	Canonical   string // the page's absolute URL (also og:url)
+	Image       string // og:image: an http(s) URL, or ""
+	// JSONLD is the schema.org document, as encoding/json writes it (with "<", ">" and "&"
+	// escaped, which keeps it inside its <script> element).
+	JSONLD []byte
 }
 
 // Key is where an export's file lives in the blob store.

@@ -19,6 +19,19 @@ var htmlTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="generator" content="Cohort page export">
 <title>{{.Title}}</title>
+{{- with .Head}}
+{{- if .Description}}
+<meta name="description" content="{{.Description}}">{{end}}
+<link rel="canonical" href="{{.Canonical}}">
+<meta property="og:type" content="website">
+<meta property="og:title" content="{{$.Title}}">
+{{- if .Description}}
+<meta property="og:description" content="{{.Description}}">{{end}}
+<meta property="og:url" content="{{.Canonical}}">
+{{- if .Image}}
+<meta property="og:image" content="{{.Image}}">{{end}}
+<script type="application/ld+json">{{.JSONLD}}</script>
+{{- end}}
 <style>
 {{.CSS}}
 </style>
@@ -101,7 +114,14 @@ var htmlTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 
 type htmlData struct {
 	pageView
-	CSS template.CSS
+	CSS  template.CSS
+	Head *headView
+}
+
+// headView is Head as the template draws it.
+type headView struct {
+	Description, Canonical, Image string
+	JSONLD                        template.JS
 }
 
 // RenderHTML renders the HTML export.
@@ -110,7 +130,14 @@ func RenderHTML(c Content) ([]byte, error) {
 	var b bytes.Buffer
 	// The CSS is built from sanitised tokens and custom CSS whose "<" are escaped (SafeCSS):
 	// it is trusted as a stylesheet and cannot leave its <style> element.
-	if err := htmlTemplate.Execute(&b, htmlData{pageView: v, CSS: template.CSS(v.CSS)}); err != nil {
+	d := htmlData{pageView: v, CSS: template.CSS(v.CSS)}
+	if h := c.Head; h != nil {
+		// JSONLD is JSON, where "<" can only stand in a string: as \u003c it means the same and
+		// no "</script>" can end the element early.
+		ld := bytes.ReplaceAll(h.JSONLD, []byte("<"), []byte(`\u003c`))
+		d.Head = &headView{Description: h.Description, Canonical: h.Canonical, Image: safeURL(h.Image), JSONLD: template.JS(ld)}
+	}
+	if err := htmlTemplate.Execute(&b, d); err != nil {
 		return nil, fmt.Errorf("render html: %w", err)
 	}
 	return b.Bytes(), nil
