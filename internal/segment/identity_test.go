@@ -2,6 +2,7 @@ package segment_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -203,5 +204,29 @@ func TestCompileIdentityBigQuery(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWriteExportIdentity: an export lists canonical users, with the traits segments see: a user
+// without a profile of their own has their linked id's.
+func TestWriteExportIdentity(t *testing.T) {
+	f, tenant, _ := identityWorld(t)
+	seg := f.segment(tenant, segment.KindRule, "everyone", conds(`{"type":"trait","trait":"plan","operator":"neq","value":"x"}`))
+	f.compute(tenant, seg.ID)
+	st := newExportStore(t)
+	e, err := f.svc.CreateExport(f.ctx, tenant, seg.ID, segment.ExportInput{Format: "jsonl", Traits: []string{"plan"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := f.svc.WriteExport(f.ctx, tenant, e.ID, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, line := range decodeLines(t, readBlob(t, st, *done.BlobKey)) {
+		got = append(got, fmt.Sprintf("%v=%v", line["user_id"], line["traits"].(map[string]any)["plan"]))
+	}
+	if want := []string{"ada=free", "anon-bob=<nil>", "cy=pro", "dan=free"}; !slices.Equal(got, want) {
+		t.Fatalf("export %v, want %v", got, want)
 	}
 }
