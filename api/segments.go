@@ -149,24 +149,40 @@ func (s *Server) computeSegment(c *gin.Context) {
 }
 
 type membershipResponse struct {
-	UserID     string  `json:"user_id"`
-	SegmentIDs []int64 `json:"segment_ids"`
-	Cached     bool    `json:"cached"`
+	UserID string `json:"user_id"`
+	// CanonicalUserID is the user the id asked is linked to, when it is not that user's own id.
+	CanonicalUserID string  `json:"canonical_user_id,omitempty"`
+	SegmentIDs      []int64 `json:"segment_ids"`
+	Cached          bool    `json:"cached"`
 }
 
 func (s *Server) segmentMembership(c *gin.Context) {
-	// A user id is looked up when ingestion would accept it: the same rule.
-	user := c.Query("user_id")
+	// The id is a user id or an anonymous id (either parameter name): it answers for its
+	// canonical user. It is looked up when ingestion would accept it: the same rule.
+	param := "user_id"
+	user, byUser := c.GetQuery("user_id")
+	if anon, byAnon := c.GetQuery("anonymous_id"); byAnon {
+		if byUser {
+			abort(c, &errs.ValidationError{Code: "invalid_user_id", Fields: map[string]string{
+				"user_id": "give user_id or anonymous_id, not both", "anonymous_id": "give user_id or anonymous_id, not both"}})
+			return
+		}
+		param, user = "anonymous_id", anon
+	}
 	if err := ident.CheckUserID(user); err != nil {
-		abort(c, &errs.ValidationError{Code: "invalid_user_id", Fields: map[string]string{"user_id": err.Error()}})
+		abort(c, &errs.ValidationError{Code: "invalid_" + param, Fields: map[string]string{param: err.Error()}})
 		return
 	}
-	ids, cached, err := s.d.Segments.Cache.Lookup(c.Request.Context(), mustCredential(c).TenantID, user)
+	m, cached, err := s.d.Segments.Cache.Lookup(c.Request.Context(), mustCredential(c).TenantID, user)
 	if err != nil {
 		abort(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, membershipResponse{UserID: user, SegmentIDs: ids, Cached: cached})
+	out := membershipResponse{UserID: user, SegmentIDs: m.SegmentIDs, Cached: cached}
+	if m.UserID != user {
+		out.CanonicalUserID = m.UserID
+	}
+	c.JSON(http.StatusOK, out)
 }
 
 func (s *Server) segmentMembers(c *gin.Context) {

@@ -19,7 +19,9 @@ import (
 // NotifyChannel in the same transaction; every API replica LISTENs and drops the tenant's entries,
 // so a replica never serves membership older than the last committed compute once the
 // notification arrives (milliseconds). As a safety net the versions are also polled every
-// PollEvery; while the listener is disconnected the cache is bypassed entirely.
+// PollEvery; while the listener is disconnected the cache is bypassed entirely. Answers are kept
+// by canonical user (a linked id answers for its user); a new link of the identity graph drops the
+// linked id's cached answer through the same channel (LinkNoticeSQL).
 type MembershipCache struct {
 	svc          *Service
 	pool         *pgxpool.Pool
@@ -36,7 +38,25 @@ type MembershipCache struct {
 type tenantEntries struct {
 	version int64
 	gen     uint64
+	// users holds answers by canonical user id; aliases the canonical user of each linked id
+	// looked up (a link never changes once made, so an alias only goes with the tenant's entries).
 	users   map[string][]int64
+	aliases map[string]string
+}
+
+func newTenantEntries(version int64, gen uint64) *tenantEntries {
+	return &tenantEntries{version: version, gen: gen, users: map[string][]int64{}, aliases: map[string]string{}}
+}
+
+// put records an answer, resetting the tenant's entries first when they are full.
+func (te *tenantEntries) put(asked string, m Membership, max int) {
+	if len(te.users)+len(te.aliases) >= max {
+		te.users, te.aliases = map[string][]int64{}, map[string]string{}
+	}
+	te.users[m.UserID] = m.SegmentIDs
+	if asked != m.UserID {
+		te.aliases[asked] = m.UserID
+	}
 }
 
 // CacheOptions tune the cache.
@@ -56,16 +76,23 @@ func NewMembershipCache(svc *Service, pool *pgxpool.Pool, log *slog.Logger, o Ca
 	return &MembershipCache{svc: svc, pool: pool, log: log, maxPerTenant: o.MaxUsersPerTenant, pollEvery: o.PollEvery, tenants: map[int64]*tenantEntries{}}
 }
 
-// Lookup returns the user's segment ids and whether they came from memory.
-func (c *MembershipCache) Lookup(ctx context.Context, tenantID int64, userID string) ([]int64, bool, error) {
+// Lookup returns the segments of the canonical user of id (a user id, or an anonymous id linked
+// to one) and whether they came from memory. Answers are kept by canonical user, so a user's id
+// and their linked ids share one entry; a new link drops the cached answer of the id it links
+// (LinkNoticeSQL), with the same delivery as a compute's version bump.
+func (c *MembershipCache) Lookup(ctx context.Context, tenantID int64, id string) (Membership, bool, error) {
 	c.mu.RLock()
 	live := c.live
 	te := c.tenants[tenantID]
 	gen := c.gen // for a tenant without entries: any reset since makes the answer suspect
 	if te != nil {
-		if ids, ok := te.users[userID]; ok {
+		user := id
+		if u, ok := te.aliases[id]; ok {
+			user = u
+		}
+		if ids, ok := te.users[user]; ok {
 			c.mu.RUnlock()
-			return ids, true, nil
+			return Membership{UserID: user, SegmentIDs: ids}, true, nil
 		}
 		gen = te.gen
 	}
@@ -80,9 +107,9 @@ func (c *MembershipCache) Lookup(ctx context.Context, tenantID int64, userID str
 			version = -1
 		}
 	}
-	ids, err := c.svc.Membership(ctx, tenantID, userID)
+	m, err := c.svc.Membership(ctx, tenantID, id)
 	if err != nil || !live {
-		return ids, false, err
+		return m, false, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -93,15 +120,14 @@ func (c *MembershipCache) Lookup(ctx context.Context, tenantID int64, userID str
 		// Only when nothing was reset while we read the database (a listener reconnecting, say,
 		// which may have missed this tenant's notification).
 		c.gen++
-		c.tenants[tenantID] = &tenantEntries{version: version, gen: c.gen, users: map[string][]int64{userID: ids}}
+		te = newTenantEntries(version, c.gen)
+		te.put(id, m, c.maxPerTenant)
+		c.tenants[tenantID] = te
 	case te != nil && te.gen == gen:
-		// Only when no invalidation happened while we read the database.
-		if len(te.users) >= c.maxPerTenant {
-			te.users = make(map[string][]int64)
-		}
-		te.users[userID] = ids
+		// Only when no invalidation (a version or a link) happened while we read the database.
+		te.put(id, m, c.maxPerTenant)
 	}
-	return ids, false, nil
+	return m, false, nil
 }
 
 // invalidate drops a tenant's entries when its version moved past what they were read at.
@@ -113,7 +139,20 @@ func (c *MembershipCache) invalidate(tenantID, version int64) {
 		return
 	}
 	c.gen++
-	c.tenants[tenantID] = &tenantEntries{version: version, gen: c.gen, users: map[string][]int64{}}
+	c.tenants[tenantID] = newTenantEntries(version, c.gen)
+}
+
+// linked drops the answer cached for an id that was just linked to a user (it was its own
+// subject until then), and keeps lookups in flight from storing what they read before the link.
+func (c *MembershipCache) linked(tenantID int64, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	if te := c.tenants[tenantID]; te != nil {
+		te.gen = c.gen
+		delete(te.users, id)
+		delete(te.aliases, id)
+	}
 }
 
 // setLive turns serving from memory on or off. Going off drops every entry: notifications may be
@@ -138,7 +177,9 @@ func (c *MembershipCache) Run(ctx context.Context) error {
 		Down:  "membership cache listener stopped; serving from the database until it reconnects",
 		Ready: c.poll,
 		Notify: func(payload string) {
-			if tenant, version, ok := parseNotice(payload); ok {
+			if tenant, id, ok := parseLinkNotice(payload); ok {
+				c.linked(tenant, id)
+			} else if tenant, version, ok := parseNotice(payload); ok {
 				c.invalidate(tenant, version)
 			}
 		},
@@ -156,6 +197,16 @@ func parseNotice(p string) (int64, int64, bool) {
 	tenant, err1 := strconv.ParseInt(t, 10, 64)
 	version, err2 := strconv.ParseInt(v, 10, 64)
 	return tenant, version, err1 == nil && err2 == nil
+}
+
+// parseLinkNotice reads LinkNoticeSQL's payload, "<tenant>:link:<id>".
+func parseLinkNotice(p string) (int64, string, bool) {
+	t, id, ok := strings.Cut(p, ":link:")
+	if !ok {
+		return 0, "", false
+	}
+	tenant, err := strconv.ParseInt(t, 10, 64)
+	return tenant, id, err == nil
 }
 
 // poll reads every tenant's version and drops entries whose version moved.

@@ -56,10 +56,11 @@ func openReplica(t *testing.T, name, dsn string, clock *testenv.Clock, opts segm
 
 func (r *cacheReplica) lookup(t *testing.T, tenant int64, user string) ([]int64, bool) {
 	t.Helper()
-	ids, cached, err := r.cache.Lookup(context.Background(), tenant, user)
+	m, cached, err := r.cache.Lookup(context.Background(), tenant, user)
 	if err != nil {
 		t.Fatalf("replica %s: lookup %s: %v", r.name, user, err)
 	}
+	ids := m.SegmentIDs
 	if ids == nil {
 		t.Fatalf("replica %s: lookup %s returned nil, want a list", r.name, user)
 	}
@@ -273,7 +274,8 @@ func TestMembershipCacheWithoutRun(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ids, cached, err := cache.Lookup(f.ctx, tenant, tc.user)
+			m, cached, err := cache.Lookup(f.ctx, tenant, tc.user)
+			ids := m.SegmentIDs
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -285,8 +287,8 @@ func TestMembershipCacheWithoutRun(t *testing.T) {
 	// Without a listener a change shows at once.
 	f.profile(tenant, "u1", `{"plan":"free"}`)
 	f.compute(tenant, seg.ID)
-	if ids, cached, err := cache.Lookup(f.ctx, tenant, "u1"); err != nil || cached || len(ids) != 0 {
-		t.Fatalf("lookup after the change = %v cached=%v err=%v", ids, cached, err)
+	if m, cached, err := cache.Lookup(f.ctx, tenant, "u1"); err != nil || cached || len(m.SegmentIDs) != 0 {
+		t.Fatalf("lookup after the change = %v cached=%v err=%v", m.SegmentIDs, cached, err)
 	}
 }
 
@@ -364,4 +366,80 @@ func TestMembershipCacheListenerReconnects(t *testing.T) {
 	f.compute(tn, pro.ID)
 	r.eventually(t, tn, "u1", []int64{})
 	r.steady(t, tn, "u1", []int64{})
+}
+
+// TestMembershipCacheIdentity: a lookup by a linked id answers its user's segments; an id linked after its own answer was cached is answered for its user on every
+// replica as soon as the link's notice arrives (not at the next poll, a minute away here).
+func TestMembershipCacheIdentity(t *testing.T) {
+	dsn := testenv.Database(t)
+	clock := testenv.NewClock(fixtureStart)
+	opts := segment.CacheOptions{PollEvery: time.Minute}
+	a, dbA := openReplica(t, "a", dsn, clock, opts, true)
+	b, _ := openReplica(t, "b", dsn, clock, opts, true)
+	f := &segFixture{t: t, ctx: context.Background(), db: dbA, svc: a.svc, clock: clock}
+	tenant, other := f.tenant("acme"), f.tenant("other")
+	f.profile(tenant, "ada", `{"plan":"pro"}`)
+	f.profile(tenant, "anon-bob", `{"plan":"free"}`)
+	f.link(tenant, "anon-ada", "ada")
+	pro := f.segment(tenant, "rule", "pro", defPro)
+	f.compute(tenant, pro.ID)
+	free := f.segment(tenant, "rule", "free", `{"logic":"AND","conditions":[{"type":"trait","trait":"plan","operator":"eq","value":"free"}]}`)
+	f.compute(tenant, free.ID)
+	replicas := []*cacheReplica{a, b}
+	for _, r := range replicas {
+		r.waitLive(t, tenant)
+	}
+	lookup := func(t *testing.T, r *cacheReplica, tn int64, id string) (segment.Membership, bool) {
+		t.Helper()
+		m, cached, err := r.cache.Lookup(f.ctx, tn, id)
+		if err != nil {
+			t.Fatalf("replica %s: lookup %s: %v", r.name, id, err)
+		}
+		return m, cached
+	}
+
+	t.Run("a linked id shares its user's entry", func(t *testing.T) {
+		for _, r := range replicas {
+			if m, _ := lookup(t, r, tenant, "ada"); m.UserID != "ada" || !slices.Equal(m.SegmentIDs, []int64{pro.ID}) {
+				t.Fatalf("replica %s: ada = %+v", r.name, m)
+			}
+			// The first lookup learns the link from the database; the next is from memory.
+			lookup(t, r, tenant, "anon-ada")
+			m, cached := lookup(t, r, tenant, "anon-ada")
+			if m.UserID != "ada" || !slices.Equal(m.SegmentIDs, []int64{pro.ID}) || !cached {
+				t.Fatalf("replica %s: anon-ada = %+v cached=%v, want ada's [%d] from memory", r.name, m, cached, pro.ID)
+			}
+		}
+	})
+	t.Run("the link is the tenant's", func(t *testing.T) {
+		if m, _ := lookup(t, a, other, "anon-ada"); m.UserID != "anon-ada" || len(m.SegmentIDs) != 0 {
+			t.Fatalf("anon-ada in the other tenant = %+v", m)
+		}
+	})
+	t.Run("a new link replaces a cached answer on every replica", func(t *testing.T) {
+		for _, r := range replicas {
+			r.steady(t, tenant, "anon-bob", []int64{free.ID})
+		}
+		tx, err := dbA.Pool.Begin(f.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(f.ctx, `INSERT INTO identity_links (tenant_id, anonymous_id, user_id, source, linked_at) VALUES ($1, 'anon-bob', 'ada', 'identify', now())`, tenant); err != nil {
+			t.Fatal(err)
+		}
+		if err := segment.AnnounceLink(f.ctx, tx, tenant, "anon-bob"); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range replicas {
+			took := r.eventually(t, tenant, "anon-bob", []int64{pro.ID})
+			t.Logf("replica %s answered for the link after %s", r.name, took)
+			r.steady(t, tenant, "anon-bob", []int64{pro.ID})
+			if m, _ := lookup(t, r, tenant, "anon-bob"); m.UserID != "ada" {
+				t.Fatalf("replica %s: anon-bob resolves to %q, want ada", r.name, m.UserID)
+			}
+		}
+	})
 }

@@ -27,6 +27,9 @@ type CompileOptions struct {
 	// Table is the BigQuery events table, "project.dataset.events" (ignored for Postgres, whose
 	// warehouse is warehouse.events and whose profiles and memberships live beside it).
 	Table string
+	// LinksTable is the BigQuery identity graph, "project.dataset.identity_links"; empty: the
+	// identity_links table of Table's dataset.
+	LinksTable string
 }
 
 // Param is one bound parameter. Values are int64, float64, string, bool, time.Time or []string.
@@ -70,6 +73,10 @@ var bqTable = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+){1,2}$`)
 
 // Compile turns a validated definition into SQL of the dialect.
 //
+// Every per-user aggregate is over canonical users: a subject linked in identity_links (an
+// anonymous id that identified as a user) counts as its user, events and rollup rows stored under
+// the linked id included, and a linked id is never a user of its own.
+//
 // Shape: one pass over the tenant's events of the event types the definition names (and, when
 // every condition is windowed, only the time range they need: BigQuery prunes partitions)
 // computes every per-user aggregate at once; the definition then becomes a WHERE clause over
@@ -85,6 +92,14 @@ func Compile(def *Definition, d Dialect, o CompileOptions) (*Query, error) {
 	}
 	if d == BigQuery && !bqTable.MatchString(o.Table) {
 		return nil, fmt.Errorf("compile: bigquery table %q is not project.dataset.table", o.Table)
+	}
+	if d == BigQuery {
+		if o.LinksTable == "" {
+			o.LinksTable = o.Table[:strings.LastIndexByte(o.Table, '.')+1] + "identity_links"
+		}
+		if !bqTable.MatchString(o.LinksTable) {
+			return nil, fmt.Errorf("compile: bigquery links table %q is not project.dataset.table", o.LinksTable)
+		}
 	}
 	if o.Now.IsZero() {
 		return nil, fmt.Errorf("compile: no reference time")
@@ -535,23 +550,54 @@ func (c *compiler) addSource(key, sql string) string {
 
 func (c *compiler) eventStats(eventType string) string {
 	et := c.typed(c.bind(eventType), "text")
-	return c.addSource("events|"+et, fmt.Sprintf("SELECT user_id, events, last_at FROM warehouse.user_event_stats WHERE tenant_id = %s AND event_type = %s", c.tenant, et))
+	// Rows left under a linked id (a load racing the link's merge) add into the user's.
+	return c.addSource("events|"+et, fmt.Sprintf("SELECT %s AS user_id, SUM(r.events)::bigint AS events, MAX(r.last_at) AS last_at\n  FROM warehouse.user_event_stats r%s\n  WHERE r.tenant_id = %s AND r.event_type = %s\n  GROUP BY 1",
+		canonicalOf("r"), c.linkJoin("r"), c.tenant, et))
 }
 
 func (c *compiler) propertyStats(eventType, property string) string {
 	et, p := c.typed(c.bind(eventType), "text"), c.typed(c.bind(property), "text")
-	return c.addSource("props|"+et+"|"+p, fmt.Sprintf("SELECT user_id, n, total, min, max FROM warehouse.user_property_stats WHERE tenant_id = %s AND event_type = %s AND property = %s", c.tenant, et, p))
+	return c.addSource("props|"+et+"|"+p, fmt.Sprintf("SELECT %s AS user_id, SUM(r.n)::bigint AS n, SUM(r.total) AS total, MIN(r.min) AS min, MAX(r.max) AS max\n  FROM warehouse.user_property_stats r%s\n  WHERE r.tenant_id = %s AND r.event_type = %s AND r.property = %s\n  GROUP BY 1",
+		canonicalOf("r"), c.linkJoin("r"), c.tenant, et, p))
+}
+
+// canonicalOf is the canonical user of row alias r's subject, given linkJoin's join.
+func canonicalOf(r string) string {
+	return "COALESCE(l.user_id, " + r + ".user_id)"
+}
+
+// linkJoin joins row alias r's subject to its link in the tenant's identity graph (Postgres).
+func (c *compiler) linkJoin(r string) string {
+	return fmt.Sprintf("\n    LEFT JOIN identity_links l ON l.tenant_id = %s AND l.anonymous_id = %s.user_id", c.tenant, r)
+}
+
+// universe is the tenant's users from the profile store (Postgres): every profile of an id that
+// is not linked, and, for a user whose own profile is missing (a load racing the link's merge),
+// the latest profile of its linked ids.
+func (c *compiler) universe() string {
+	return fmt.Sprintf(`(
+  SELECT p.user_id, p.traits FROM profiles p
+  WHERE p.tenant_id = %[1]s
+    AND NOT EXISTS (SELECT 1 FROM identity_links x WHERE x.tenant_id = %[1]s AND x.anonymous_id = p.user_id)
+  UNION ALL
+  (SELECT DISTINCT ON (l.user_id) l.user_id, p.traits
+  FROM identity_links l JOIN profiles p ON p.tenant_id = l.tenant_id AND p.user_id = l.anonymous_id
+  WHERE l.tenant_id = %[1]s
+    AND NOT EXISTS (SELECT 1 FROM profiles o WHERE o.tenant_id = %[1]s AND o.user_id = l.user_id)
+  ORDER BY l.user_id, p.last_seen_at DESC)
+) u`, c.tenant)
 }
 
 func (c *compiler) postgresSQL(where string) string {
 	var b strings.Builder
 	if len(c.aggs) > 0 {
 		var raw strings.Builder
-		fmt.Fprintf(&raw, "SELECT e.user_id,\n    %s\n  FROM warehouse.events e\n  WHERE e.tenant_id = %s\n    AND e.event_type = ANY(%s)", c.aggSelect(false), c.tenant, c.typed(c.bind(c.rawTypeList), "text[]"))
+		fmt.Fprintf(&raw, "SELECT %s AS user_id,\n    %s\n  FROM warehouse.events e%s\n  WHERE e.tenant_id = %s\n    AND e.event_type = ANY(%s)",
+			canonicalOf("e"), c.aggSelect(false), c.linkJoin("e"), c.tenant, c.typed(c.bind(c.rawTypeList), "text[]"))
 		if c.boundedAll && !c.lower.IsZero() {
 			fmt.Fprintf(&raw, "\n    AND e.occurred_at >= %s", c.typed(c.bind(c.lower), "timestamptz"))
 		}
-		raw.WriteString("\n  GROUP BY e.user_id")
+		raw.WriteString("\n  GROUP BY 1")
 		c.addSource("raw", raw.String())
 	}
 	if len(c.sources) > 0 {
@@ -568,11 +614,11 @@ func (c *compiler) postgresSQL(where string) string {
 	switch {
 	case c.needUniverse || len(c.sources) == 0:
 		user = "u.user_id"
-		fmt.Fprintf(&b, "SELECT u.user_id\nFROM profiles u")
+		fmt.Fprintf(&b, "SELECT u.user_id\nFROM %s", c.universe())
 		for _, src := range c.sources {
 			fmt.Fprintf(&b, "\n  LEFT JOIN %s ON %s.user_id = u.user_id", src.alias, src.alias)
 		}
-		fmt.Fprintf(&b, "\nWHERE u.tenant_id = %s\n  AND %s", c.tenant, where)
+		fmt.Fprintf(&b, "\nWHERE %s", where)
 	default:
 		// Required sources first, inner-joined; the others left-joined to them, or, with none
 		// required, all full-joined (a match may come from any of them).
@@ -604,16 +650,19 @@ func (c *compiler) postgresSQL(where string) string {
 func (c *compiler) bigquerySQL(where string) string {
 	var b strings.Builder
 	table := "`" + c.o.Table + "`"
+	// The tenant's identity graph: an id links to the user of its first link (rows may repeat
+	// like events do). Each event's user_id becomes its subject's canonical user.
+	fmt.Fprintf(&b, "WITH l AS (\n  SELECT anonymous_id, ARRAY_AGG(user_id ORDER BY linked_at LIMIT 1)[OFFSET(0)] AS user_id\n  FROM `%s`\n  WHERE tenant_id = %s\n  GROUP BY anonymous_id\n),\n", c.o.LinksTable, c.tenant)
 	// Rows may repeat after a redelivery outside BigQuery's insertId window: dedupe on event_id.
-	fmt.Fprintf(&b, "WITH e AS (\n  SELECT * FROM %s\n  WHERE tenant_id = %s", table, c.tenant)
+	fmt.Fprintf(&b, "e AS (\n  SELECT r.* REPLACE (COALESCE(l.user_id, r.user_id) AS user_id)\n  FROM %s r\n    LEFT JOIN l ON l.anonymous_id = r.user_id\n  WHERE r.tenant_id = %s", table, c.tenant)
 	bounded := !c.needUniverse && len(c.aggs) > 0
 	if bounded {
-		fmt.Fprintf(&b, "\n    AND event_type IN UNNEST(%s)", c.bind(c.types))
+		fmt.Fprintf(&b, "\n    AND r.event_type IN UNNEST(%s)", c.bind(c.types))
 		if c.boundedAll && !c.lower.IsZero() {
-			fmt.Fprintf(&b, "\n    AND occurred_at >= %s", c.bind(c.lower))
+			fmt.Fprintf(&b, "\n    AND r.occurred_at >= %s", c.bind(c.lower))
 		}
 	}
-	b.WriteString("\n  QUALIFY ROW_NUMBER() OVER (PARTITION BY event_id ORDER BY received_at) = 1\n)")
+	b.WriteString("\n  QUALIFY ROW_NUMBER() OVER (PARTITION BY r.event_id ORDER BY r.received_at) = 1\n)")
 	if len(c.aggs) == 0 {
 		fmt.Fprintf(&b, "\nSELECT u.user_id\nFROM (SELECT DISTINCT e.user_id FROM e) u\nWHERE %s", where)
 		return b.String()

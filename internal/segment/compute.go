@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 
 	"github.com/cohort-dev/cohort/internal/errs"
@@ -534,24 +535,44 @@ func decodeCursor(cursor string) (string, error) {
 	return after, nil
 }
 
-// Membership lists the tenant's segments the user is a member of, in id order.
-func (s *Service) Membership(ctx context.Context, tenantID int64, userID string) ([]int64, error) {
+// Membership is the answer of a membership lookup.
+type Membership struct {
+	// UserID is the canonical user of the id asked: the user it is linked to in the identity
+	// graph, or the id itself.
+	UserID     string
+	SegmentIDs []int64
+}
+
+// Membership lists, in id order, the tenant's segments the canonical user of userID (a user id,
+// or an anonymous id linked to one) is a member of.
+func (s *Service) Membership(ctx context.Context, tenantID int64, userID string) (Membership, error) {
 	if !validText(userID) {
 		// No stored user id is like this, and Postgres would reject it as a parameter.
-		return nil, errs.Invalid("user_id", "must be valid UTF-8 text")
+		return Membership{}, errs.Invalid("user_id", "must be valid UTF-8 text")
 	}
-	rows, err := s.pool.Query(ctx, `SELECT segment_id FROM segment_members WHERE tenant_id = $1 AND user_id = $2 ORDER BY segment_id`, tenantID, userID)
+	// One statement: the canonical id, then its segments (a row with no segment when it has none).
+	rows, err := s.pool.Query(ctx, `WITH c AS (
+			SELECT COALESCE((SELECT l.user_id FROM identity_links l WHERE l.tenant_id = $1 AND l.anonymous_id = $2), $2::text) AS user_id)
+		SELECT c.user_id, m.segment_id FROM c LEFT JOIN segment_members m ON m.tenant_id = $1 AND m.user_id = c.user_id
+		ORDER BY m.segment_id`, tenantID, userID)
 	if err != nil {
-		return nil, fmt.Errorf("load membership: %w", err)
+		return Membership{}, fmt.Errorf("load membership: %w", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("load membership: %w", err)
+	out := Membership{UserID: userID, SegmentIDs: []int64{}}
+	for rows.Next() {
+		var id *int64
+		if err := rows.Scan(&out.UserID, &id); err != nil {
+			rows.Close()
+			return Membership{}, fmt.Errorf("load membership: %w", err)
+		}
+		if id != nil {
+			out.SegmentIDs = append(out.SegmentIDs, *id)
+		}
 	}
-	if ids == nil {
-		ids = []int64{}
+	if err := rows.Err(); err != nil {
+		return Membership{}, fmt.Errorf("load membership: %w", err)
 	}
-	return ids, nil
+	return out, nil
 }
 
 // Changes returns a run's diff (for the activation sync): users who entered, and who exited. An
@@ -604,6 +625,25 @@ SELECT pg_notify('` + NotifyChannel + `', tenant_id::text || ':' || version::tex
 
 // NotifyChannel is the Postgres channel membership changes are announced on.
 const NotifyChannel = "cohort_membership"
+
+// LinkNoticeSQL announces a new link of the identity graph to every replica's membership cache
+// ($1 the tenant id, $2 the linked id): a cached answer for the linked id (its own segments, from
+// before the link) is dropped, as a compute's version bump drops a tenant's. Run it in the
+// transaction that inserts the link: the notification is delivered when it commits.
+const LinkNoticeSQL = `SELECT pg_notify('` + NotifyChannel + `', $1::bigint::text || ':link:' || $2::text)`
+
+// Execer runs a statement: a pgx transaction, connection or pool.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// AnnounceLink runs LinkNoticeSQL for a new link of linkedID in the tenant's identity graph.
+func AnnounceLink(ctx context.Context, db Execer, tenantID int64, linkedID string) error {
+	if _, err := db.Exec(ctx, LinkNoticeSQL, tenantID, linkedID); err != nil {
+		return fmt.Errorf("announce identity link: %w", err)
+	}
+	return nil
+}
 
 func bumpCache(ctx context.Context, tx *gorm.DB, tenantID int64) error {
 	if err := tx.WithContext(ctx).Exec(strings.Replace(bumpCacheSQL, "$1", "?", 1), tenantID).Error; err != nil {

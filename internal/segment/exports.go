@@ -177,10 +177,14 @@ func (s *Service) streamMembers(ctx context.Context, e *Export, withScore bool, 
 		return fmt.Errorf("begin export read: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	// Profiles are joined only when traits are exported.
+	// Profiles are joined only when traits are exported. A user without a profile of their own
+	// (a load racing the link's merge) has the latest of their linked ids', as segments see it.
 	traits, join := "NULL::jsonb", ""
 	if len(e.Traits) > 0 {
-		traits, join = "p.traits", "LEFT JOIN profiles p ON p.tenant_id = m.tenant_id AND p.user_id = m.user_id"
+		traits = `COALESCE(p.traits, (SELECT lp.traits FROM identity_links l
+			JOIN profiles lp ON lp.tenant_id = l.tenant_id AND lp.user_id = l.anonymous_id
+			WHERE l.tenant_id = m.tenant_id AND l.user_id = m.user_id ORDER BY lp.last_seen_at DESC LIMIT 1))`
+		join = "LEFT JOIN profiles p ON p.tenant_id = m.tenant_id AND p.user_id = m.user_id"
 	}
 	query := `SELECT m.user_id, m.computed_at, m.score, ` + traits + ` FROM segment_members m ` + join + `
 		WHERE m.tenant_id = $1 AND m.segment_id = $2 AND m.user_id > $3 ORDER BY m.user_id LIMIT $4`

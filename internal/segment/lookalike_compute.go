@@ -65,15 +65,18 @@ func (s *Service) loadLookalike(ctx context.Context, tx pgx.Tx, tenantID int64, 
 	}
 	m := lookalike.NewMatrix(names, 0)
 	// From the per-user rollups: one row per user and event type, the monetary sum of the first
-	// of amount, total, revenue, value, price the user has.
+	// of amount, total, revenue, value, price the user has. Users are canonical: rows of an id
+	// linked to a user (its history from before the link) add into the user's.
 	rows, err := tx.Query(ctx, `WITH m AS (
 			SELECT DISTINCT ON (user_id, event_type) user_id, event_type, total FROM warehouse.user_property_stats
 			WHERE tenant_id = $1 AND event_type = ANY($2) AND property IN ('amount', 'total', 'revenue', 'value', 'price')
 			ORDER BY user_id, event_type, array_position(ARRAY['amount', 'total', 'revenue', 'value', 'price'], property))
-		SELECT s.user_id, s.event_type, s.events::float8, COALESCE(m.total, 0)::float8, s.last_at
+		SELECT COALESCE(l.user_id, s.user_id) AS user_id, s.event_type, sum(s.events)::float8, sum(COALESCE(m.total, 0))::float8, max(s.last_at)
 		FROM warehouse.user_event_stats s LEFT JOIN m ON m.user_id = s.user_id AND m.event_type = s.event_type
+			LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = s.user_id
 		WHERE s.tenant_id = $1 AND s.event_type = ANY($2)
-		ORDER BY s.user_id`, tenantID, types)
+		GROUP BY 1, 2
+		ORDER BY 1`, tenantID, types)
 	if err != nil {
 		return fmt.Errorf("load features: %w", err)
 	}

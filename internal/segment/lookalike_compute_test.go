@@ -241,3 +241,34 @@ func TestLookalikeErrors(t *testing.T) {
 		t.Fatalf("stored definition = %s", look.Definition)
 	}
 }
+
+// TestLookalikeIdentity: lookalike candidates are canonical users: a browser's anonymous id
+// linked to a seed member is that member (not a candidate), and one linked to a new user makes
+// the user the candidate, never the linked id.
+func TestLookalikeIdentity(t *testing.T) {
+	f := newSegFixture(t)
+	tenant := f.tenant("acme")
+	_, buyers, browsers := lookalikePopulation(f, tenant)
+	seedSeg := f.segment(tenant, "rule", "big buyers",
+		`{"logic":"AND","conditions":[{"type":"frequency","event_type":"order_completed","operator":"gte","value":12}]}`)
+	f.compute(tenant, seedSeg.ID)
+	f.link(tenant, "b000", "h00")
+	f.link(tenant, "b001", "newcomer")
+	look := f.segment(tenant, "lookalike", "everyone", fmt.Sprintf(`{"seed_segment_id":%d,"size":100000}`, seedSeg.ID))
+	f.compute(tenant, look.ID)
+	got := map[string]bool{}
+	for _, m := range f.scoredMembers(tenant, look.ID) {
+		got[m.user] = true
+	}
+	for _, u := range []string{"b000", "b001", "h00"} {
+		if got[u] {
+			t.Errorf("%s is a candidate", u)
+		}
+	}
+	if !got["newcomer"] {
+		t.Errorf("newcomer (b001's user) is not a candidate")
+	}
+	if want := len(buyers) + len(browsers) - 1; len(got) != want {
+		t.Errorf("%d members, want %d", len(got), want)
+	}
+}

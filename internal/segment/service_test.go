@@ -642,8 +642,8 @@ func TestDeleteSegment(t *testing.T) {
 			t.Errorf("%s = %d, want %d", c.name, got, c.want)
 		}
 	}
-	if ids, err := f.svc.Membership(f.ctx, tenant, "u1"); err != nil || !slices.Equal(ids, []int64{kept.ID}) {
-		t.Fatalf("membership after delete = %v, %v; want [%d]", ids, err, kept.ID)
+	if m, err := f.svc.Membership(f.ctx, tenant, "u1"); err != nil || !slices.Equal(m.SegmentIDs, []int64{kept.ID}) {
+		t.Fatalf("membership after delete = %v, %v; want [%d]", m.SegmentIDs, err, kept.ID)
 	}
 }
 
@@ -770,11 +770,11 @@ func TestComputeLifecycle(t *testing.T) {
 	if status != "ready" || matched != 3 || ent != 3 || exi != 0 || !finished.Equal(t0) {
 		t.Fatalf("run row: %s %d %d %d %v", status, matched, ent, exi, finished)
 	}
-	if ids, err := f.svc.Membership(f.ctx, tenant, "u1"); err != nil || !slices.Equal(ids, []int64{seg.ID}) {
-		t.Fatalf("membership of u1 = %v %v", ids, err)
+	if m, err := f.svc.Membership(f.ctx, tenant, "u1"); err != nil || !slices.Equal(m.SegmentIDs, []int64{seg.ID}) {
+		t.Fatalf("membership of u1 = %v %v", m.SegmentIDs, err)
 	}
-	if ids, err := f.svc.Membership(f.ctx, other, "u1"); err != nil || len(ids) != 0 || ids == nil {
-		t.Fatalf("membership of u1 in the other tenant = %#v %v, want []", ids, err)
+	if m, err := f.svc.Membership(f.ctx, other, "u1"); err != nil || len(m.SegmentIDs) != 0 || m.SegmentIDs == nil {
+		t.Fatalf("membership of u1 in the other tenant = %#v %v, want []", m.SegmentIDs, err)
 	}
 
 	// The data changes: u2's order goes away, u3 and u4 order.

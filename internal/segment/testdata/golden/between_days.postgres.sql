@@ -1,13 +1,14 @@
 WITH a AS (
-  SELECT e.user_id,
+  SELECT COALESCE(l.user_id, e.user_id) AS user_id,
     SUM(warehouse.jnum(e.payload -> $4::text)) FILTER (WHERE e.event_type = $5::text AND e.occurred_at >= $2::timestamptz AND e.occurred_at < $3::timestamptz) AS a0,
     SUM(warehouse.jnum(e.payload -> $4::text)) FILTER (WHERE e.event_type = $5::text AND e.occurred_at >= $7::timestamptz AND e.occurred_at < $2::timestamptz) AS a1,
     COUNT(*) FILTER (WHERE e.event_type = $9::text AND e.occurred_at >= $8::timestamptz AND e.occurred_at < $7::timestamptz) AS a2
   FROM warehouse.events e
+    LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = e.user_id
   WHERE e.tenant_id = $1
     AND e.event_type = ANY($11::text[])
     AND e.occurred_at >= $8::timestamptz
-  GROUP BY e.user_id
+  GROUP BY 1
 )
 SELECT user_id
 FROM a
@@ -26,15 +27,16 @@ WHERE (COALESCE(COALESCE(a.a0, 0) >= $6::numeric, FALSE) OR COALESCE(COALESCE(a.
 -- $11 = []string{"order_completed", "page_view"}
 -- display:
 WITH a AS (
-  SELECT e.user_id,
+  SELECT COALESCE(l.user_id, e.user_id) AS user_id,
     SUM(warehouse.jnum(e.payload -> 'amount'::text)) FILTER (WHERE e.event_type = 'order_completed'::text AND e.occurred_at >= '2026-11-14 12:00:00Z'::timestamptz AND e.occurred_at < '2026-11-21 12:00:00Z'::timestamptz) AS a0,
     SUM(warehouse.jnum(e.payload -> 'amount'::text)) FILTER (WHERE e.event_type = 'order_completed'::text AND e.occurred_at >= '2026-10-22 12:00:00Z'::timestamptz AND e.occurred_at < '2026-11-14 12:00:00Z'::timestamptz) AS a1,
     COUNT(*) FILTER (WHERE e.event_type = 'page_view'::text AND e.occurred_at >= '2026-08-23 12:00:00Z'::timestamptz AND e.occurred_at < '2026-10-22 12:00:00Z'::timestamptz) AS a2
   FROM warehouse.events e
+    LEFT JOIN identity_links l ON l.tenant_id = 42 AND l.anonymous_id = e.user_id
   WHERE e.tenant_id = 42
     AND e.event_type = ANY(ARRAY['order_completed', 'page_view']::text[])
     AND e.occurred_at >= '2026-08-23 12:00:00Z'::timestamptz
-  GROUP BY e.user_id
+  GROUP BY 1
 )
 SELECT user_id
 FROM a

@@ -1,5 +1,5 @@
 WITH a AS (
-  SELECT e.user_id,
+  SELECT COALESCE(l.user_id, e.user_id) AS user_id,
     BOOL_OR(COALESCE((e.payload -> $3::text #>> '{}') = $4::text, FALSE)) FILTER (WHERE e.event_type = $5::text AND e.occurred_at >= $2::timestamptz) AS a0,
     BOOL_OR(COALESCE((e.payload -> $3::text #>> '{}') IS DISTINCT FROM $6::text, FALSE)) FILTER (WHERE e.event_type = $5::text) AS a1,
     BOOL_OR(COALESCE(STRPOS(LOWER((e.payload -> $3::text #>> '{}')), LOWER($9::text)) > 0, FALSE)) FILTER (WHERE e.event_type = $5::text AND e.occurred_at >= $7::timestamptz AND e.occurred_at < $8::timestamptz) AS a2,
@@ -13,9 +13,10 @@ WITH a AS (
     BOOL_OR(COALESCE(warehouse.jnum(e.payload -> $15::text) = $21::numeric, FALSE)) FILTER (WHERE e.event_type = $13::text) AS a10,
     BOOL_OR(COALESCE((e.payload -> $22::text #>> '{}') = $23::text, FALSE)) FILTER (WHERE e.event_type = $13::text) AS a11
   FROM warehouse.events e
+    LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = e.user_id
   WHERE e.tenant_id = $1
     AND e.event_type = ANY($24::text[])
-  GROUP BY e.user_id
+  GROUP BY 1
 )
 SELECT user_id
 FROM a
@@ -47,7 +48,7 @@ WHERE (COALESCE(a.a0, FALSE) OR COALESCE(a.a1, FALSE) OR COALESCE(a.a2, FALSE) O
 -- $24 = []string{"page_view", "order_completed"}
 -- display:
 WITH a AS (
-  SELECT e.user_id,
+  SELECT COALESCE(l.user_id, e.user_id) AS user_id,
     BOOL_OR(COALESCE((e.payload -> 'path'::text #>> '{}') = '/pricing'::text, FALSE)) FILTER (WHERE e.event_type = 'page_view'::text AND e.occurred_at >= '2026-11-14 12:00:00Z'::timestamptz) AS a0,
     BOOL_OR(COALESCE((e.payload -> 'path'::text #>> '{}') IS DISTINCT FROM '/home'::text, FALSE)) FILTER (WHERE e.event_type = 'page_view'::text) AS a1,
     BOOL_OR(COALESCE(STRPOS(LOWER((e.payload -> 'path'::text #>> '{}')), LOWER('Pricing'::text)) > 0, FALSE)) FILTER (WHERE e.event_type = 'page_view'::text AND e.occurred_at >= '2026-10-22 12:00:00Z'::timestamptz AND e.occurred_at < '2026-11-20 12:00:00Z'::timestamptz) AS a2,
@@ -61,9 +62,10 @@ WITH a AS (
     BOOL_OR(COALESCE(warehouse.jnum(e.payload -> 'amount'::text) = 30.5::numeric, FALSE)) FILTER (WHERE e.event_type = 'order_completed'::text) AS a10,
     BOOL_OR(COALESCE((e.payload -> 'gift'::text #>> '{}') = 'true'::text, FALSE)) FILTER (WHERE e.event_type = 'order_completed'::text) AS a11
   FROM warehouse.events e
+    LEFT JOIN identity_links l ON l.tenant_id = 42 AND l.anonymous_id = e.user_id
   WHERE e.tenant_id = 42
     AND e.event_type = ANY(ARRAY['page_view', 'order_completed']::text[])
-  GROUP BY e.user_id
+  GROUP BY 1
 )
 SELECT user_id
 FROM a

@@ -1,18 +1,27 @@
 WITH s0 AS (
-  SELECT user_id, events, last_at FROM warehouse.user_event_stats WHERE tenant_id = $1 AND event_type = $9::text
+  SELECT COALESCE(l.user_id, r.user_id) AS user_id, SUM(r.events)::bigint AS events, MAX(r.last_at) AS last_at
+  FROM warehouse.user_event_stats r
+    LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = r.user_id
+  WHERE r.tenant_id = $1 AND r.event_type = $9::text
+  GROUP BY 1
 ),
 s1 AS (
-  SELECT user_id, events, last_at FROM warehouse.user_event_stats WHERE tenant_id = $1 AND event_type = $3::text
+  SELECT COALESCE(l.user_id, r.user_id) AS user_id, SUM(r.events)::bigint AS events, MAX(r.last_at) AS last_at
+  FROM warehouse.user_event_stats r
+    LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = r.user_id
+  WHERE r.tenant_id = $1 AND r.event_type = $3::text
+  GROUP BY 1
 ),
 a AS (
-  SELECT e.user_id,
+  SELECT COALESCE(l.user_id, e.user_id) AS user_id,
     COUNT(*) FILTER (WHERE e.event_type = $3::text AND e.occurred_at >= $2::timestamptz) AS a0,
     COUNT(*) FILTER (WHERE e.event_type = $7::text AND e.occurred_at >= $5::timestamptz AND e.occurred_at < $6::timestamptz) AS a1
   FROM warehouse.events e
+    LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = e.user_id
   WHERE e.tenant_id = $1
     AND e.event_type = ANY($12::text[])
     AND e.occurred_at >= $5::timestamptz
-  GROUP BY e.user_id
+  GROUP BY 1
 )
 SELECT user_id
 FROM a
@@ -34,20 +43,29 @@ WHERE (COALESCE(COALESCE(a.a0, 0) >= $4::bigint, FALSE) AND COALESCE(COALESCE(a.
 -- $12 = []string{"page_view", "order_completed"}
 -- display:
 WITH s0 AS (
-  SELECT user_id, events, last_at FROM warehouse.user_event_stats WHERE tenant_id = 42 AND event_type = 'signup'::text
+  SELECT COALESCE(l.user_id, r.user_id) AS user_id, SUM(r.events)::bigint AS events, MAX(r.last_at) AS last_at
+  FROM warehouse.user_event_stats r
+    LEFT JOIN identity_links l ON l.tenant_id = 42 AND l.anonymous_id = r.user_id
+  WHERE r.tenant_id = 42 AND r.event_type = 'signup'::text
+  GROUP BY 1
 ),
 s1 AS (
-  SELECT user_id, events, last_at FROM warehouse.user_event_stats WHERE tenant_id = 42 AND event_type = 'page_view'::text
+  SELECT COALESCE(l.user_id, r.user_id) AS user_id, SUM(r.events)::bigint AS events, MAX(r.last_at) AS last_at
+  FROM warehouse.user_event_stats r
+    LEFT JOIN identity_links l ON l.tenant_id = 42 AND l.anonymous_id = r.user_id
+  WHERE r.tenant_id = 42 AND r.event_type = 'page_view'::text
+  GROUP BY 1
 ),
 a AS (
-  SELECT e.user_id,
+  SELECT COALESCE(l.user_id, e.user_id) AS user_id,
     COUNT(*) FILTER (WHERE e.event_type = 'page_view'::text AND e.occurred_at >= '2026-10-22 12:00:00Z'::timestamptz) AS a0,
     COUNT(*) FILTER (WHERE e.event_type = 'order_completed'::text AND e.occurred_at >= '2026-10-07 12:00:00Z'::timestamptz AND e.occurred_at < '2026-11-21 12:00:00Z'::timestamptz) AS a1
   FROM warehouse.events e
+    LEFT JOIN identity_links l ON l.tenant_id = 42 AND l.anonymous_id = e.user_id
   WHERE e.tenant_id = 42
     AND e.event_type = ANY(ARRAY['page_view', 'order_completed']::text[])
     AND e.occurred_at >= '2026-10-07 12:00:00Z'::timestamptz
-  GROUP BY e.user_id
+  GROUP BY 1
 )
 SELECT user_id
 FROM a

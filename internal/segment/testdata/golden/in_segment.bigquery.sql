@@ -1,9 +1,17 @@
-WITH e AS (
-  SELECT * FROM `proj.analytics.events`
+WITH l AS (
+  SELECT anonymous_id, ARRAY_AGG(user_id ORDER BY linked_at LIMIT 1)[OFFSET(0)] AS user_id
+  FROM `proj.analytics.identity_links`
   WHERE tenant_id = @p0
-    AND event_type IN UNNEST(@p4)
-    AND occurred_at >= @p1
-  QUALIFY ROW_NUMBER() OVER (PARTITION BY event_id ORDER BY received_at) = 1
+  GROUP BY anonymous_id
+),
+e AS (
+  SELECT r.* REPLACE (COALESCE(l.user_id, r.user_id) AS user_id)
+  FROM `proj.analytics.events` r
+    LEFT JOIN l ON l.anonymous_id = r.user_id
+  WHERE r.tenant_id = @p0
+    AND r.event_type IN UNNEST(@p4)
+    AND r.occurred_at >= @p1
+  QUALIFY ROW_NUMBER() OVER (PARTITION BY r.event_id ORDER BY r.received_at) = 1
 ),
 a AS (
   SELECT e.user_id,
@@ -23,12 +31,20 @@ WHERE (COALESCE(a.user_id IN UNNEST(@seg3), FALSE) AND NOT COALESCE(a.user_id IN
 -- @seg3 = members of segment 3, bound at run time
 -- @seg4 = members of segment 4, bound at run time
 -- display:
-WITH e AS (
-  SELECT * FROM `proj.analytics.events`
+WITH l AS (
+  SELECT anonymous_id, ARRAY_AGG(user_id ORDER BY linked_at LIMIT 1)[OFFSET(0)] AS user_id
+  FROM `proj.analytics.identity_links`
   WHERE tenant_id = 42
-    AND event_type IN UNNEST(['page_view'])
-    AND occurred_at >= TIMESTAMP '2026-10-22 12:00:00Z'
-  QUALIFY ROW_NUMBER() OVER (PARTITION BY event_id ORDER BY received_at) = 1
+  GROUP BY anonymous_id
+),
+e AS (
+  SELECT r.* REPLACE (COALESCE(l.user_id, r.user_id) AS user_id)
+  FROM `proj.analytics.events` r
+    LEFT JOIN l ON l.anonymous_id = r.user_id
+  WHERE r.tenant_id = 42
+    AND r.event_type IN UNNEST(['page_view'])
+    AND r.occurred_at >= TIMESTAMP '2026-10-22 12:00:00Z'
+  QUALIFY ROW_NUMBER() OVER (PARTITION BY r.event_id ORDER BY r.received_at) = 1
 ),
 a AS (
   SELECT e.user_id,

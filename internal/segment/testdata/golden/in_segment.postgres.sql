@@ -1,11 +1,12 @@
 WITH a AS (
-  SELECT e.user_id,
+  SELECT COALESCE(l.user_id, e.user_id) AS user_id,
     COUNT(*) FILTER (WHERE e.event_type = $5::text AND e.occurred_at >= $4::timestamptz) AS a0
   FROM warehouse.events e
+    LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = e.user_id
   WHERE e.tenant_id = $1
     AND e.event_type = ANY($7::text[])
     AND e.occurred_at >= $4::timestamptz
-  GROUP BY e.user_id
+  GROUP BY 1
 )
 SELECT user_id
 FROM a
@@ -20,13 +21,14 @@ WHERE (COALESCE(user_id IN (SELECT m.user_id FROM segment_members m WHERE m.tena
 -- $7 = []string{"page_view"}
 -- display:
 WITH a AS (
-  SELECT e.user_id,
+  SELECT COALESCE(l.user_id, e.user_id) AS user_id,
     COUNT(*) FILTER (WHERE e.event_type = 'page_view'::text AND e.occurred_at >= '2026-10-22 12:00:00Z'::timestamptz) AS a0
   FROM warehouse.events e
+    LEFT JOIN identity_links l ON l.tenant_id = 42 AND l.anonymous_id = e.user_id
   WHERE e.tenant_id = 42
     AND e.event_type = ANY(ARRAY['page_view']::text[])
     AND e.occurred_at >= '2026-10-22 12:00:00Z'::timestamptz
-  GROUP BY e.user_id
+  GROUP BY 1
 )
 SELECT user_id
 FROM a

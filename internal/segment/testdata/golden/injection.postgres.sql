@@ -1,20 +1,34 @@
 WITH s0 AS (
-  SELECT user_id, n, total, min, max FROM warehouse.user_property_stats WHERE tenant_id = $1 AND event_type = $7::text AND property = $8::text
+  SELECT COALESCE(l.user_id, r.user_id) AS user_id, SUM(r.n)::bigint AS n, SUM(r.total) AS total, MIN(r.min) AS min, MAX(r.max) AS max
+  FROM warehouse.user_property_stats r
+    LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = r.user_id
+  WHERE r.tenant_id = $1 AND r.event_type = $7::text AND r.property = $8::text
+  GROUP BY 1
 ),
 a AS (
-  SELECT e.user_id,
+  SELECT COALESCE(l.user_id, e.user_id) AS user_id,
     BOOL_OR(COALESCE((e.payload -> $2::text #>> '{}') = $3::text, FALSE)) FILTER (WHERE e.event_type = $4::text) AS a0
   FROM warehouse.events e
+    LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = e.user_id
   WHERE e.tenant_id = $1
     AND e.event_type = ANY($12::text[])
-  GROUP BY e.user_id
+  GROUP BY 1
 )
 SELECT u.user_id
-FROM profiles u
+FROM (
+  SELECT p.user_id, p.traits FROM profiles p
+  WHERE p.tenant_id = $1
+    AND NOT EXISTS (SELECT 1 FROM identity_links x WHERE x.tenant_id = $1 AND x.anonymous_id = p.user_id)
+  UNION ALL
+  (SELECT DISTINCT ON (l.user_id) l.user_id, p.traits
+  FROM identity_links l JOIN profiles p ON p.tenant_id = l.tenant_id AND p.user_id = l.anonymous_id
+  WHERE l.tenant_id = $1
+    AND NOT EXISTS (SELECT 1 FROM profiles o WHERE o.tenant_id = $1 AND o.user_id = l.user_id)
+  ORDER BY l.user_id, p.last_seen_at DESC)
+) u
   LEFT JOIN s0 ON s0.user_id = u.user_id
   LEFT JOIN a ON a.user_id = u.user_id
-WHERE u.tenant_id = $1
-  AND (COALESCE(a.a0, FALSE) OR COALESCE((u.traits -> $5::text #>> '{}') = ANY($6::text[]), FALSE) OR COALESCE(COALESCE(s0.total, 0) > $9::numeric, FALSE) OR COALESCE(STRPOS(LOWER((u.traits -> $10::text #>> '{}')), LOWER($11::text)) > 0, FALSE))
+WHERE (COALESCE(a.a0, FALSE) OR COALESCE((u.traits -> $5::text #>> '{}') = ANY($6::text[]), FALSE) OR COALESCE(COALESCE(s0.total, 0) > $9::numeric, FALSE) OR COALESCE(STRPOS(LOWER((u.traits -> $10::text #>> '{}')), LOWER($11::text)) > 0, FALSE))
 -- params:
 -- $1 = int64(42)
 -- $2 = string("amount\" OR 1=1 --")
@@ -30,20 +44,34 @@ WHERE u.tenant_id = $1
 -- $12 = []string{"order'); DROP TABLE profiles; --"}
 -- display:
 WITH s0 AS (
-  SELECT user_id, n, total, min, max FROM warehouse.user_property_stats WHERE tenant_id = 42 AND event_type = '*/ SELECT 1 /*'::text AND property = '{a,b}'::text
+  SELECT COALESCE(l.user_id, r.user_id) AS user_id, SUM(r.n)::bigint AS n, SUM(r.total) AS total, MIN(r.min) AS min, MAX(r.max) AS max
+  FROM warehouse.user_property_stats r
+    LEFT JOIN identity_links l ON l.tenant_id = 42 AND l.anonymous_id = r.user_id
+  WHERE r.tenant_id = 42 AND r.event_type = '*/ SELECT 1 /*'::text AND r.property = '{a,b}'::text
+  GROUP BY 1
 ),
 a AS (
-  SELECT e.user_id,
+  SELECT COALESCE(l.user_id, e.user_id) AS user_id,
     BOOL_OR(COALESCE((e.payload -> 'amount" OR 1=1 --'::text #>> '{}') = 'O''Brien \'' $1 @p0'::text, FALSE)) FILTER (WHERE e.event_type = 'order''); DROP TABLE profiles; --'::text) AS a0
   FROM warehouse.events e
+    LEFT JOIN identity_links l ON l.tenant_id = 42 AND l.anonymous_id = e.user_id
   WHERE e.tenant_id = 42
     AND e.event_type = ANY(ARRAY['order''); DROP TABLE profiles; --']::text[])
-  GROUP BY e.user_id
+  GROUP BY 1
 )
 SELECT u.user_id
-FROM profiles u
+FROM (
+  SELECT p.user_id, p.traits FROM profiles p
+  WHERE p.tenant_id = 42
+    AND NOT EXISTS (SELECT 1 FROM identity_links x WHERE x.tenant_id = 42 AND x.anonymous_id = p.user_id)
+  UNION ALL
+  (SELECT DISTINCT ON (l.user_id) l.user_id, p.traits
+  FROM identity_links l JOIN profiles p ON p.tenant_id = l.tenant_id AND p.user_id = l.anonymous_id
+  WHERE l.tenant_id = 42
+    AND NOT EXISTS (SELECT 1 FROM profiles o WHERE o.tenant_id = 42 AND o.user_id = l.user_id)
+  ORDER BY l.user_id, p.last_seen_at DESC)
+) u
   LEFT JOIN s0 ON s0.user_id = u.user_id
   LEFT JOIN a ON a.user_id = u.user_id
-WHERE u.tenant_id = 42
-  AND (COALESCE(a.a0, FALSE) OR COALESCE((u.traits -> '$1'::text #>> '{}') = ANY(ARRAY['a''b', 'c\d', 'line
+WHERE (COALESCE(a.a0, FALSE) OR COALESCE((u.traits -> '$1'::text #>> '{}') = ANY(ARRAY['a''b', 'c\d', 'line
 break', '@seg3', ''' OR ''''=''']::text[]), FALSE) OR COALESCE(COALESCE(s0.total, 0) > 1::numeric, FALSE) OR COALESCE(STRPOS(LOWER((u.traits -> 'plan'' || '''::text #>> '{}')), LOWER('%_\'::text)) > 0, FALSE))

@@ -1,19 +1,28 @@
 WITH s0 AS (
-  SELECT user_id, n, total, min, max FROM warehouse.user_property_stats WHERE tenant_id = $1 AND event_type = $4::text AND property = $3::text
+  SELECT COALESCE(l.user_id, r.user_id) AS user_id, SUM(r.n)::bigint AS n, SUM(r.total) AS total, MIN(r.min) AS min, MAX(r.max) AS max
+  FROM warehouse.user_property_stats r
+    LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = r.user_id
+  WHERE r.tenant_id = $1 AND r.event_type = $4::text AND r.property = $3::text
+  GROUP BY 1
 ),
 s1 AS (
-  SELECT user_id, n, total, min, max FROM warehouse.user_property_stats WHERE tenant_id = $1 AND event_type = $4::text AND property = $10::text
+  SELECT COALESCE(l.user_id, r.user_id) AS user_id, SUM(r.n)::bigint AS n, SUM(r.total) AS total, MIN(r.min) AS min, MAX(r.max) AS max
+  FROM warehouse.user_property_stats r
+    LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = r.user_id
+  WHERE r.tenant_id = $1 AND r.event_type = $4::text AND r.property = $10::text
+  GROUP BY 1
 ),
 a AS (
-  SELECT e.user_id,
+  SELECT COALESCE(l.user_id, e.user_id) AS user_id,
     SUM(warehouse.jnum(e.payload -> $3::text)) FILTER (WHERE e.event_type = $4::text AND e.occurred_at >= $2::timestamptz) AS a0,
     AVG(warehouse.jnum(e.payload -> $3::text)) FILTER (WHERE e.event_type = $4::text AND e.occurred_at >= $2::timestamptz AND e.occurred_at < $6::timestamptz) AS a1,
     MAX(warehouse.jnum(e.payload -> $3::text)) FILTER (WHERE e.event_type = $4::text AND e.occurred_at >= $9::timestamptz) AS a2
   FROM warehouse.events e
+    LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = e.user_id
   WHERE e.tenant_id = $1
     AND e.event_type = ANY($12::text[])
     AND e.occurred_at >= $9::timestamptz
-  GROUP BY e.user_id
+  GROUP BY 1
 )
 SELECT user_id
 FROM s0
@@ -35,21 +44,30 @@ WHERE (COALESCE(COALESCE(a.a0, 0) > $5::numeric, FALSE) OR COALESCE(a.a1 >= $7::
 -- $12 = []string{"order_completed"}
 -- display:
 WITH s0 AS (
-  SELECT user_id, n, total, min, max FROM warehouse.user_property_stats WHERE tenant_id = 42 AND event_type = 'order_completed'::text AND property = 'amount'::text
+  SELECT COALESCE(l.user_id, r.user_id) AS user_id, SUM(r.n)::bigint AS n, SUM(r.total) AS total, MIN(r.min) AS min, MAX(r.max) AS max
+  FROM warehouse.user_property_stats r
+    LEFT JOIN identity_links l ON l.tenant_id = 42 AND l.anonymous_id = r.user_id
+  WHERE r.tenant_id = 42 AND r.event_type = 'order_completed'::text AND r.property = 'amount'::text
+  GROUP BY 1
 ),
 s1 AS (
-  SELECT user_id, n, total, min, max FROM warehouse.user_property_stats WHERE tenant_id = 42 AND event_type = 'order_completed'::text AND property = 'qty'::text
+  SELECT COALESCE(l.user_id, r.user_id) AS user_id, SUM(r.n)::bigint AS n, SUM(r.total) AS total, MIN(r.min) AS min, MAX(r.max) AS max
+  FROM warehouse.user_property_stats r
+    LEFT JOIN identity_links l ON l.tenant_id = 42 AND l.anonymous_id = r.user_id
+  WHERE r.tenant_id = 42 AND r.event_type = 'order_completed'::text AND r.property = 'qty'::text
+  GROUP BY 1
 ),
 a AS (
-  SELECT e.user_id,
+  SELECT COALESCE(l.user_id, e.user_id) AS user_id,
     SUM(warehouse.jnum(e.payload -> 'amount'::text)) FILTER (WHERE e.event_type = 'order_completed'::text AND e.occurred_at >= '2026-10-22 12:00:00Z'::timestamptz) AS a0,
     AVG(warehouse.jnum(e.payload -> 'amount'::text)) FILTER (WHERE e.event_type = 'order_completed'::text AND e.occurred_at >= '2026-10-22 12:00:00Z'::timestamptz AND e.occurred_at < '2026-11-14 12:00:00Z'::timestamptz) AS a1,
     MAX(warehouse.jnum(e.payload -> 'amount'::text)) FILTER (WHERE e.event_type = 'order_completed'::text AND e.occurred_at >= '2026-08-23 12:00:00Z'::timestamptz) AS a2
   FROM warehouse.events e
+    LEFT JOIN identity_links l ON l.tenant_id = 42 AND l.anonymous_id = e.user_id
   WHERE e.tenant_id = 42
     AND e.event_type = ANY(ARRAY['order_completed']::text[])
     AND e.occurred_at >= '2026-08-23 12:00:00Z'::timestamptz
-  GROUP BY e.user_id
+  GROUP BY 1
 )
 SELECT user_id
 FROM s0

@@ -1,17 +1,27 @@
 WITH a AS (
-  SELECT e.user_id,
+  SELECT COALESCE(l.user_id, e.user_id) AS user_id,
     SUM(warehouse.jnum(e.payload -> $3::text)) FILTER (WHERE e.event_type = $4::text AND e.occurred_at >= $2::timestamptz) AS a0
   FROM warehouse.events e
+    LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = e.user_id
   WHERE e.tenant_id = $1
     AND e.event_type = ANY($6::text[])
     AND e.occurred_at >= $2::timestamptz
-  GROUP BY e.user_id
+  GROUP BY 1
 )
 SELECT u.user_id
-FROM profiles u
+FROM (
+  SELECT p.user_id, p.traits FROM profiles p
+  WHERE p.tenant_id = $1
+    AND NOT EXISTS (SELECT 1 FROM identity_links x WHERE x.tenant_id = $1 AND x.anonymous_id = p.user_id)
+  UNION ALL
+  (SELECT DISTINCT ON (l.user_id) l.user_id, p.traits
+  FROM identity_links l JOIN profiles p ON p.tenant_id = l.tenant_id AND p.user_id = l.anonymous_id
+  WHERE l.tenant_id = $1
+    AND NOT EXISTS (SELECT 1 FROM profiles o WHERE o.tenant_id = $1 AND o.user_id = l.user_id)
+  ORDER BY l.user_id, p.last_seen_at DESC)
+) u
   LEFT JOIN a ON a.user_id = u.user_id
-WHERE u.tenant_id = $1
-  AND (NOT COALESCE(COALESCE(a.a0, 0) > $5::numeric, FALSE))
+WHERE (NOT COALESCE(COALESCE(a.a0, 0) > $5::numeric, FALSE))
 -- params:
 -- $1 = int64(42)
 -- $2 = time.Time(2026-11-14T12:00:00Z)
@@ -21,16 +31,26 @@ WHERE u.tenant_id = $1
 -- $6 = []string{"order_completed"}
 -- display:
 WITH a AS (
-  SELECT e.user_id,
+  SELECT COALESCE(l.user_id, e.user_id) AS user_id,
     SUM(warehouse.jnum(e.payload -> 'amount'::text)) FILTER (WHERE e.event_type = 'order_completed'::text AND e.occurred_at >= '2026-11-14 12:00:00Z'::timestamptz) AS a0
   FROM warehouse.events e
+    LEFT JOIN identity_links l ON l.tenant_id = 42 AND l.anonymous_id = e.user_id
   WHERE e.tenant_id = 42
     AND e.event_type = ANY(ARRAY['order_completed']::text[])
     AND e.occurred_at >= '2026-11-14 12:00:00Z'::timestamptz
-  GROUP BY e.user_id
+  GROUP BY 1
 )
 SELECT u.user_id
-FROM profiles u
+FROM (
+  SELECT p.user_id, p.traits FROM profiles p
+  WHERE p.tenant_id = 42
+    AND NOT EXISTS (SELECT 1 FROM identity_links x WHERE x.tenant_id = 42 AND x.anonymous_id = p.user_id)
+  UNION ALL
+  (SELECT DISTINCT ON (l.user_id) l.user_id, p.traits
+  FROM identity_links l JOIN profiles p ON p.tenant_id = l.tenant_id AND p.user_id = l.anonymous_id
+  WHERE l.tenant_id = 42
+    AND NOT EXISTS (SELECT 1 FROM profiles o WHERE o.tenant_id = 42 AND o.user_id = l.user_id)
+  ORDER BY l.user_id, p.last_seen_at DESC)
+) u
   LEFT JOIN a ON a.user_id = u.user_id
-WHERE u.tenant_id = 42
-  AND (NOT COALESCE(COALESCE(a.a0, 0) > 100::numeric, FALSE))
+WHERE (NOT COALESCE(COALESCE(a.a0, 0) > 100::numeric, FALSE))

@@ -1,14 +1,19 @@
 WITH s0 AS (
-  SELECT user_id, events, last_at FROM warehouse.user_event_stats WHERE tenant_id = $1 AND event_type = $2::text
+  SELECT COALESCE(l.user_id, r.user_id) AS user_id, SUM(r.events)::bigint AS events, MAX(r.last_at) AS last_at
+  FROM warehouse.user_event_stats r
+    LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = r.user_id
+  WHERE r.tenant_id = $1 AND r.event_type = $2::text
+  GROUP BY 1
 ),
 a AS (
-  SELECT e.user_id,
+  SELECT COALESCE(l.user_id, e.user_id) AS user_id,
     SUM(warehouse.jnum(e.payload -> $5::text)) FILTER (WHERE e.event_type = $6::text AND e.occurred_at >= $4::timestamptz) AS a0
   FROM warehouse.events e
+    LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = e.user_id
   WHERE e.tenant_id = $1
     AND e.event_type = ANY($8::text[])
     AND e.occurred_at >= $4::timestamptz
-  GROUP BY e.user_id
+  GROUP BY 1
 )
 SELECT user_id
 FROM s0
@@ -25,16 +30,21 @@ WHERE (COALESCE(s0.last_at >= $3::timestamptz, FALSE) AND COALESCE(COALESCE(a.a0
 -- $8 = []string{"order_completed"}
 -- display:
 WITH s0 AS (
-  SELECT user_id, events, last_at FROM warehouse.user_event_stats WHERE tenant_id = 42 AND event_type = 'page_view'::text
+  SELECT COALESCE(l.user_id, r.user_id) AS user_id, SUM(r.events)::bigint AS events, MAX(r.last_at) AS last_at
+  FROM warehouse.user_event_stats r
+    LEFT JOIN identity_links l ON l.tenant_id = 42 AND l.anonymous_id = r.user_id
+  WHERE r.tenant_id = 42 AND r.event_type = 'page_view'::text
+  GROUP BY 1
 ),
 a AS (
-  SELECT e.user_id,
+  SELECT COALESCE(l.user_id, e.user_id) AS user_id,
     SUM(warehouse.jnum(e.payload -> 'amount'::text)) FILTER (WHERE e.event_type = 'order_completed'::text AND e.occurred_at >= '2026-10-22 12:00:00Z'::timestamptz) AS a0
   FROM warehouse.events e
+    LEFT JOIN identity_links l ON l.tenant_id = 42 AND l.anonymous_id = e.user_id
   WHERE e.tenant_id = 42
     AND e.event_type = ANY(ARRAY['order_completed']::text[])
     AND e.occurred_at >= '2026-10-22 12:00:00Z'::timestamptz
-  GROUP BY e.user_id
+  GROUP BY 1
 )
 SELECT user_id
 FROM s0

@@ -1,8 +1,16 @@
-WITH e AS (
-  SELECT * FROM `proj.analytics.events`
+WITH l AS (
+  SELECT anonymous_id, ARRAY_AGG(user_id ORDER BY linked_at LIMIT 1)[OFFSET(0)] AS user_id
+  FROM `proj.analytics.identity_links`
   WHERE tenant_id = @p0
-    AND event_type IN UNNEST(@p11)
-  QUALIFY ROW_NUMBER() OVER (PARTITION BY event_id ORDER BY received_at) = 1
+  GROUP BY anonymous_id
+),
+e AS (
+  SELECT r.* REPLACE (COALESCE(l.user_id, r.user_id) AS user_id)
+  FROM `proj.analytics.events` r
+    LEFT JOIN l ON l.anonymous_id = r.user_id
+  WHERE r.tenant_id = @p0
+    AND r.event_type IN UNNEST(@p11)
+  QUALIFY ROW_NUMBER() OVER (PARTITION BY r.event_id ORDER BY r.received_at) = 1
 ),
 a AS (
   SELECT e.user_id,
@@ -30,11 +38,19 @@ WHERE (COALESCE(a.a0 < @p2, FALSE) OR COALESCE(a.a0 <= @p2, FALSE) OR COALESCE(a
 -- @p10 = time.Time(2026-11-19T12:00:00Z)
 -- @p11 = []string{"page_view", "order_completed", "signup"}
 -- display:
-WITH e AS (
-  SELECT * FROM `proj.analytics.events`
+WITH l AS (
+  SELECT anonymous_id, ARRAY_AGG(user_id ORDER BY linked_at LIMIT 1)[OFFSET(0)] AS user_id
+  FROM `proj.analytics.identity_links`
   WHERE tenant_id = 42
-    AND event_type IN UNNEST(['page_view', 'order_completed', 'signup'])
-  QUALIFY ROW_NUMBER() OVER (PARTITION BY event_id ORDER BY received_at) = 1
+  GROUP BY anonymous_id
+),
+e AS (
+  SELECT r.* REPLACE (COALESCE(l.user_id, r.user_id) AS user_id)
+  FROM `proj.analytics.events` r
+    LEFT JOIN l ON l.anonymous_id = r.user_id
+  WHERE r.tenant_id = 42
+    AND r.event_type IN UNNEST(['page_view', 'order_completed', 'signup'])
+  QUALIFY ROW_NUMBER() OVER (PARTITION BY r.event_id ORDER BY r.received_at) = 1
 ),
 a AS (
   SELECT e.user_id,

@@ -1,11 +1,23 @@
 WITH s0 AS (
-  SELECT user_id, events, last_at FROM warehouse.user_event_stats WHERE tenant_id = $1 AND event_type = $2::text
+  SELECT COALESCE(l.user_id, r.user_id) AS user_id, SUM(r.events)::bigint AS events, MAX(r.last_at) AS last_at
+  FROM warehouse.user_event_stats r
+    LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = r.user_id
+  WHERE r.tenant_id = $1 AND r.event_type = $2::text
+  GROUP BY 1
 ),
 s1 AS (
-  SELECT user_id, events, last_at FROM warehouse.user_event_stats WHERE tenant_id = $1 AND event_type = $4::text
+  SELECT COALESCE(l.user_id, r.user_id) AS user_id, SUM(r.events)::bigint AS events, MAX(r.last_at) AS last_at
+  FROM warehouse.user_event_stats r
+    LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = r.user_id
+  WHERE r.tenant_id = $1 AND r.event_type = $4::text
+  GROUP BY 1
 ),
 s2 AS (
-  SELECT user_id, events, last_at FROM warehouse.user_event_stats WHERE tenant_id = $1 AND event_type = $7::text
+  SELECT COALESCE(l.user_id, r.user_id) AS user_id, SUM(r.events)::bigint AS events, MAX(r.last_at) AS last_at
+  FROM warehouse.user_event_stats r
+    LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = r.user_id
+  WHERE r.tenant_id = $1 AND r.event_type = $7::text
+  GROUP BY 1
 )
 SELECT user_id
 FROM s0
@@ -25,13 +37,25 @@ WHERE (COALESCE(s0.last_at < $3::timestamptz, FALSE) OR COALESCE(s0.last_at <= $
 -- $10 = time.Time(2026-11-19T12:00:00Z)
 -- display:
 WITH s0 AS (
-  SELECT user_id, events, last_at FROM warehouse.user_event_stats WHERE tenant_id = 42 AND event_type = 'page_view'::text
+  SELECT COALESCE(l.user_id, r.user_id) AS user_id, SUM(r.events)::bigint AS events, MAX(r.last_at) AS last_at
+  FROM warehouse.user_event_stats r
+    LEFT JOIN identity_links l ON l.tenant_id = 42 AND l.anonymous_id = r.user_id
+  WHERE r.tenant_id = 42 AND r.event_type = 'page_view'::text
+  GROUP BY 1
 ),
 s1 AS (
-  SELECT user_id, events, last_at FROM warehouse.user_event_stats WHERE tenant_id = 42 AND event_type = 'order_completed'::text
+  SELECT COALESCE(l.user_id, r.user_id) AS user_id, SUM(r.events)::bigint AS events, MAX(r.last_at) AS last_at
+  FROM warehouse.user_event_stats r
+    LEFT JOIN identity_links l ON l.tenant_id = 42 AND l.anonymous_id = r.user_id
+  WHERE r.tenant_id = 42 AND r.event_type = 'order_completed'::text
+  GROUP BY 1
 ),
 s2 AS (
-  SELECT user_id, events, last_at FROM warehouse.user_event_stats WHERE tenant_id = 42 AND event_type = 'signup'::text
+  SELECT COALESCE(l.user_id, r.user_id) AS user_id, SUM(r.events)::bigint AS events, MAX(r.last_at) AS last_at
+  FROM warehouse.user_event_stats r
+    LEFT JOIN identity_links l ON l.tenant_id = 42 AND l.anonymous_id = r.user_id
+  WHERE r.tenant_id = 42 AND r.event_type = 'signup'::text
+  GROUP BY 1
 )
 SELECT user_id
 FROM s0

@@ -1,12 +1,13 @@
 WITH a AS (
-  SELECT e.user_id,
+  SELECT COALESCE(l.user_id, e.user_id) AS user_id,
     SUM(warehouse.jnum(e.payload -> $3::text)) FILTER (WHERE e.event_type = $4::text AND e.occurred_at >= $2::timestamptz) AS a0,
     COUNT(*) FILTER (WHERE e.event_type = $4::text AND e.occurred_at >= $2::timestamptz) AS a1
   FROM warehouse.events e
+    LEFT JOIN identity_links l ON l.tenant_id = $1 AND l.anonymous_id = e.user_id
   WHERE e.tenant_id = $1
     AND e.event_type = ANY($8::text[])
     AND e.occurred_at >= $2::timestamptz
-  GROUP BY e.user_id
+  GROUP BY 1
 )
 SELECT user_id
 FROM a
@@ -22,14 +23,15 @@ WHERE (COALESCE(COALESCE(a.a0, 0) >= $5::numeric, FALSE) AND COALESCE(COALESCE(a
 -- $8 = []string{"order_completed"}
 -- display:
 WITH a AS (
-  SELECT e.user_id,
+  SELECT COALESCE(l.user_id, e.user_id) AS user_id,
     SUM(warehouse.jnum(e.payload -> 'amount'::text)) FILTER (WHERE e.event_type = 'order_completed'::text AND e.occurred_at >= '2026-10-22 12:00:00Z'::timestamptz) AS a0,
     COUNT(*) FILTER (WHERE e.event_type = 'order_completed'::text AND e.occurred_at >= '2026-10-22 12:00:00Z'::timestamptz) AS a1
   FROM warehouse.events e
+    LEFT JOIN identity_links l ON l.tenant_id = 42 AND l.anonymous_id = e.user_id
   WHERE e.tenant_id = 42
     AND e.event_type = ANY(ARRAY['order_completed']::text[])
     AND e.occurred_at >= '2026-10-22 12:00:00Z'::timestamptz
-  GROUP BY e.user_id
+  GROUP BY 1
 )
 SELECT user_id
 FROM a

@@ -1,7 +1,15 @@
-WITH e AS (
-  SELECT * FROM `proj.analytics.events`
+WITH l AS (
+  SELECT anonymous_id, ARRAY_AGG(user_id ORDER BY linked_at LIMIT 1)[OFFSET(0)] AS user_id
+  FROM `proj.analytics.identity_links`
   WHERE tenant_id = @p0
-  QUALIFY ROW_NUMBER() OVER (PARTITION BY event_id ORDER BY received_at) = 1
+  GROUP BY anonymous_id
+),
+e AS (
+  SELECT r.* REPLACE (COALESCE(l.user_id, r.user_id) AS user_id)
+  FROM `proj.analytics.events` r
+    LEFT JOIN l ON l.anonymous_id = r.user_id
+  WHERE r.tenant_id = @p0
+  QUALIFY ROW_NUMBER() OVER (PARTITION BY r.event_id ORDER BY r.received_at) = 1
 ),
 u AS (
   SELECT e.user_id,
@@ -24,10 +32,18 @@ WHERE (COALESCE(LAX_STRING(u.a0) IN UNNEST(@p2), FALSE) AND COALESCE(u.a1 > @p7,
 -- @p7 = float64(20)
 -- @p8 = string("FR")
 -- display:
-WITH e AS (
-  SELECT * FROM `proj.analytics.events`
+WITH l AS (
+  SELECT anonymous_id, ARRAY_AGG(user_id ORDER BY linked_at LIMIT 1)[OFFSET(0)] AS user_id
+  FROM `proj.analytics.identity_links`
   WHERE tenant_id = 42
-  QUALIFY ROW_NUMBER() OVER (PARTITION BY event_id ORDER BY received_at) = 1
+  GROUP BY anonymous_id
+),
+e AS (
+  SELECT r.* REPLACE (COALESCE(l.user_id, r.user_id) AS user_id)
+  FROM `proj.analytics.events` r
+    LEFT JOIN l ON l.anonymous_id = r.user_id
+  WHERE r.tenant_id = 42
+  QUALIFY ROW_NUMBER() OVER (PARTITION BY r.event_id ORDER BY r.received_at) = 1
 ),
 u AS (
   SELECT e.user_id,
