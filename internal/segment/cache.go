@@ -21,7 +21,7 @@ import (
 // notification arrives (milliseconds). As a safety net the versions are also polled every
 // PollEvery; while the listener is disconnected the cache is bypassed entirely. Answers are kept
 // by canonical user (a linked id answers for its user); a new link of the identity graph drops the
-// linked id's cached answer through the same channel (LinkNoticeSQL).
+// linked id's cached answer through the same channel (announced by the identity_links trigger, migration 0025).
 type MembershipCache struct {
 	svc          *Service
 	pool         *pgxpool.Pool
@@ -79,7 +79,7 @@ func NewMembershipCache(svc *Service, pool *pgxpool.Pool, log *slog.Logger, o Ca
 // Lookup returns the segments of the canonical user of id (a user id, or an anonymous id linked
 // to one) and whether they came from memory. Answers are kept by canonical user, so a user's id
 // and their linked ids share one entry; a new link drops the cached answer of the id it links
-// (LinkNoticeSQL), with the same delivery as a compute's version bump.
+// (announced by the identity_links trigger, migration 0025), with the same delivery as a compute's version bump.
 func (c *MembershipCache) Lookup(ctx context.Context, tenantID int64, id string) (Membership, bool, error) {
 	c.mu.RLock()
 	live := c.live
@@ -199,7 +199,7 @@ func parseNotice(p string) (int64, int64, bool) {
 	return tenant, version, err1 == nil && err2 == nil
 }
 
-// parseLinkNotice reads LinkNoticeSQL's payload, "<tenant>:link:<id>".
+// parseLinkNotice reads the identity_links trigger's payload (migration 0025), "<tenant>:link:<id>".
 func parseLinkNotice(p string) (int64, string, bool) {
 	t, id, ok := strings.Cut(p, ":link:")
 	if !ok {

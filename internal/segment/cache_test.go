@@ -427,9 +427,6 @@ func TestMembershipCacheIdentity(t *testing.T) {
 		if _, err := tx.Exec(f.ctx, `INSERT INTO identity_links (tenant_id, anonymous_id, user_id, source, linked_at) VALUES ($1, 'anon-bob', 'ada', 'identify', now())`, tenant); err != nil {
 			t.Fatal(err)
 		}
-		if err := segment.AnnounceLink(f.ctx, tx, tenant, "anon-bob"); err != nil {
-			t.Fatal(err)
-		}
 		if err := tx.Commit(f.ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 
 	"github.com/cohort-dev/cohort/internal/errs"
@@ -625,25 +624,6 @@ SELECT pg_notify('` + NotifyChannel + `', tenant_id::text || ':' || version::tex
 
 // NotifyChannel is the Postgres channel membership changes are announced on.
 const NotifyChannel = "cohort_membership"
-
-// LinkNoticeSQL announces a new link of the identity graph to every replica's membership cache
-// ($1 the tenant id, $2 the linked id): a cached answer for the linked id (its own segments, from
-// before the link) is dropped, as a compute's version bump drops a tenant's. Run it in the
-// transaction that inserts the link: the notification is delivered when it commits.
-const LinkNoticeSQL = `SELECT pg_notify('` + NotifyChannel + `', $1::bigint::text || ':link:' || $2::text)`
-
-// Execer runs a statement: a pgx transaction, connection or pool.
-type Execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-// AnnounceLink runs LinkNoticeSQL for a new link of linkedID in the tenant's identity graph.
-func AnnounceLink(ctx context.Context, db Execer, tenantID int64, linkedID string) error {
-	if _, err := db.Exec(ctx, LinkNoticeSQL, tenantID, linkedID); err != nil {
-		return fmt.Errorf("announce identity link: %w", err)
-	}
-	return nil
-}
 
 func bumpCache(ctx context.Context, tx *gorm.DB, tenantID int64) error {
 	if err := tx.WithContext(ctx).Exec(strings.Replace(bumpCacheSQL, "$1", "?", 1), tenantID).Error; err != nil {
