@@ -152,6 +152,12 @@ func (s *Server) routes() {
 		e.GET("/metrics", s.metricsHandler())
 	}
 	e.GET("/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", openAPISpec) })
+	// Browsers ask every origin they show a page of (the hosted pages under /p/) for its icon;
+	// "no content" instead of a 404 that each visit would log as a console error.
+	e.GET("/favicon.ico", func(c *gin.Context) {
+		c.Header("Cache-Control", "public, max-age=86400")
+		c.Status(http.StatusNoContent)
+	})
 	if s.sdk != nil {
 		s.sdkRoutes(e)
 	}

@@ -41,6 +41,7 @@ func TestClientLibraryAgainstDev(t *testing.T) {
 		"COHORT_E2E_API_URL="+s.base,
 		"COHORT_E2E_SECRET_KEY="+s.secret,
 		"COHORT_E2E_PUBLIC_KEY="+s.public,
+		"COHORT_E2E_TOKEN="+s.token,
 		"COHORT_E2E_INSPECT_URL="+inspector.URL,
 	)
 	var out bytes.Buffer

@@ -16,6 +16,8 @@ function need(name) {
 export const apiUrl = need('COHORT_E2E_API_URL');
 export const secretKey = need('COHORT_E2E_SECRET_KEY');
 export const publicKey = need('COHORT_E2E_PUBLIC_KEY');
+/** A Bearer token of the tenant (segments take one). */
+export const token = need('COHORT_E2E_TOKEN');
 const inspectUrl = need('COHORT_E2E_INSPECT_URL');
 
 /** A user id no other test (or run) uses. */
