@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/ident"
 )
 
 // Kind is the kind of credential a request authenticated with.
@@ -402,7 +403,11 @@ func (a *Authenticator) StartSession(ctx context.Context, pk Credential, req Ses
 	switch {
 	case required && req.UserID == "" && req.UserIDSig == "" && req.AnonymousID != "":
 		// An anonymous visitor of a tenant that requires signed user ids: a session bound to its
-		// anonymous id, with no user, so that nothing unsigned can claim a user through it.
+		// anonymous id, with no user, so that nothing unsigned can claim a user through it. The id
+		// follows ingestion's rules: a session for an id every event would be refused on is no use.
+		if err := ident.CheckUserID(req.AnonymousID); err != nil {
+			return Session{}, errs.Invalid("anonymous_id", err.Error())
+		}
 		anonOnly = true
 	case req.UserIDSig != "" || required:
 		if req.UserID == "" {

@@ -765,6 +765,8 @@ func TestStartSession(t *testing.T) {
 		{name: "required: ts 9 minutes ahead", pk: betaPK, req: auth.SessionRequest{UserID: "u9", UserIDSig: sig(betaIdentitySecret, "u9", now+540), UserIDTs: now + 540}, want: want{userID: "u9", verified: true}},
 		{name: "required: anonymous id alone is an anonymous session", pk: betaPK, req: auth.SessionRequest{AnonymousID: "anon"}, want: want{boundAnon: "anon"}},
 		{name: "required: anonymous id with a ts but no sig is an anonymous session", pk: betaPK, req: auth.SessionRequest{AnonymousID: "anon", UserIDTs: now}, want: want{boundAnon: "anon"}},
+		{name: "required: anonymous id with a control character", pk: betaPK, req: auth.SessionRequest{AnonymousID: "anon\x01"}, want: want{kind: errs.ErrInvalid, field: "anonymous_id"}},
+		{name: "required: anonymous id of invalid UTF-8", pk: betaPK, req: auth.SessionRequest{AnonymousID: "anon\xff"}, want: want{kind: errs.ErrInvalid, field: "anonymous_id"}},
 		{name: "required: missing user_id", pk: betaPK, req: auth.SessionRequest{}, want: want{kind: errs.ErrInvalid, field: "user_id"}},
 		{name: "required: anonymous id with a sig but no user_id", pk: betaPK, req: auth.SessionRequest{AnonymousID: "anon", UserIDSig: sig(betaIdentitySecret, "", now), UserIDTs: now}, want: want{kind: errs.ErrInvalid, field: "user_id"}},
 		{name: "required: anonymous id with an unsigned user_id", pk: betaPK, req: auth.SessionRequest{UserID: "u9", AnonymousID: "anon"}, want: want{kind: errs.ErrUnauthenticated, code: "signature_required"}},
