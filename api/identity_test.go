@@ -212,3 +212,129 @@ func TestAliasAndProfile(t *testing.T) {
 		})
 	}
 }
+
+// TestAnonymousSessionOnSignedTenant: on a tenant that requires signed user ids, a pk_ handshake
+// with an anonymous_id alone gets a session bound to that id; through it anonymous events are
+// accepted and anything naming a user (or another anonymous id) is refused and logged; a signed
+// session for the user then links the anonymous id by identify.
+func TestAnonymousSessionOnSignedTenant(t *testing.T) {
+	f, pub, errlog, s := newIdentityEnv(t)
+	ctx := context.Background()
+	signed := f.createTenant(t, "tenant-signed-anon")
+	if err := f.tenants.SetRequireSignedUserID(ctx, signed.T.Slug, true); err != nil {
+		t.Fatal(err)
+	}
+	ts := serve(t, s)
+
+	r := send(t, ts, http.MethodPost, "/api/auth/session/", hdr("Authorization", "ApiKey "+signed.PK), strings.NewReader(`{"anonymous_id":"anon-v"}`))
+	if r.Status != http.StatusCreated {
+		t.Fatalf("anonymous handshake: status %d: %s", r.Status, r.Body)
+	}
+	var sess auth.Session
+	if err := json.Unmarshal(r.Body, &sess); err != nil || sess.Token == "" || sess.UserID != "" || sess.Verified || sess.AnonymousID != "anon-v" {
+		t.Fatalf("anonymous handshake body %s (%v): want a token bound to anon-v with no user", r.Body, err)
+	}
+	anon := hdr("Authorization", "Bearer "+sess.Token)
+
+	const (
+		pageView     = `{"anonymous_id":"anon-v","event_type":"page_viewed","payload":{"path":"/"}}`
+		identifyBoth = `{"user_id":"user-v","anonymous_id":"anon-v","event_type":"context_identified","payload":{"plan":"pro"}}`
+	)
+	for _, tc := range []struct {
+		name, path, body string
+		status           int
+		wantField        string // the refused field of a 400
+		wantSkipped      []int  // a batch's skipped indexes, all user_mismatch
+		wantPublished    int
+	}{
+		{name: "anonymous page view", path: "/api/ingestion/track/", body: pageView, status: http.StatusAccepted, wantPublished: 1},
+		{name: "identify with a user id", path: "/api/ingestion/track/", body: identifyBoth, status: http.StatusBadRequest, wantField: "user_id"},
+		{name: "a user's page view", path: "/api/ingestion/track/", body: `{"user_id":"user-v","event_type":"page_viewed"}`, status: http.StatusBadRequest, wantField: "user_id"},
+		{name: "another anonymous id", path: "/api/ingestion/track/", body: `{"anonymous_id":"anon-w","event_type":"page_viewed"}`, status: http.StatusBadRequest, wantField: "anonymous_id"},
+		{name: "batch skips the identify", path: "/api/ingestion/track/batch/", body: `{"events":[` + pageView + `,` + identifyBoth + `]}`,
+			status: http.StatusAccepted, wantSkipped: []int{1}, wantPublished: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := send(t, ts, http.MethodPost, tc.path, anon, strings.NewReader(tc.body))
+			if r.Status != tc.status {
+				t.Fatalf("status %d, want %d: %s", r.Status, tc.status, r.Body)
+			}
+			if tc.status == http.StatusBadRequest {
+				e := errorBody(t, r)
+				if e.Code != "user_mismatch" || e.Fields[tc.wantField] == "" {
+					t.Fatalf("error %+v, want user_mismatch on %s", e, tc.wantField)
+				}
+				if tc.wantField == "user_id" && !strings.Contains(e.Fields["user_id"], "a user id needs a session whose user_id is signed") {
+					t.Errorf("fields.user_id = %q, want it to say a signed session is needed", e.Fields["user_id"])
+				}
+			}
+			if tc.wantSkipped != nil {
+				var res ingest.BatchResult
+				if err := json.Unmarshal(r.Body, &res); err != nil {
+					t.Fatal(err)
+				}
+				if res.Skipped != len(tc.wantSkipped) || len(res.Errors) != len(tc.wantSkipped) {
+					t.Fatalf("batch result %s, want skipped %v", r.Body, tc.wantSkipped)
+				}
+				for i, e := range res.Errors {
+					if e.Index != tc.wantSkipped[i] || e.Code != "user_mismatch" {
+						t.Errorf("errors[%d] = %+v, want index %d user_mismatch", i, e, tc.wantSkipped[i])
+					}
+				}
+			}
+			evs := pub.take()
+			if len(evs) != tc.wantPublished {
+				t.Fatalf("published %+v, want %d events", evs, tc.wantPublished)
+			}
+			for _, e := range evs {
+				if e.UserID != "anon-v" || e.AnonymousID != "anon-v" || e.TenantID != signed.T.ID {
+					t.Errorf("published %+v, want an event of anon-v alone for the signed tenant", e)
+				}
+			}
+		})
+	}
+
+	// The refusals are in the tenant's ingestion errors, as session user mismatches.
+	if err := errlog.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := errlog.List(ctx, signed.T.ID, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mismatches := 0
+	for _, rec := range recs {
+		if rec.ErrorType == ingest.ErrorSessionUser && strings.Contains(rec.Detail, "user_mismatch") {
+			mismatches++
+		}
+	}
+	if mismatches != 4 {
+		t.Errorf("error log %+v, want 4 session user mismatches", recs)
+	}
+
+	// No link was made through the anonymous session.
+	if r := send(t, ts, http.MethodGet, "/api/profiles/user-v/", hdr("Authorization", "Bearer "+signed.Bearer), nil); r.Status != http.StatusNotFound {
+		t.Fatalf("profile of user-v before the signed identify: status %d %s, want 404", r.Status, r.Body)
+	}
+
+	// The user signs up: a signed session for the user, and the identify with both ids links them.
+	now := time.Now().Unix()
+	tok := f.handshake(t, ts, signed.PK, `{"user_id":"user-v","anonymous_id":"anon-v","user_id_sig":"`+auth.SignUserID([]byte(signed.IdentitySecret), "user-v", now)+`","user_id_ts":`+strconv.FormatInt(now, 10)+`}`)
+	if r := send(t, ts, http.MethodPost, "/api/ingestion/track/", hdr("Authorization", "Bearer "+tok), strings.NewReader(identifyBoth)); r.Status != http.StatusAccepted {
+		t.Fatalf("signed identify: status %d: %s", r.Status, r.Body)
+	}
+	if evs := pub.take(); len(evs) != 1 || evs[0].LinkAuth != warehouse.LinkVerified {
+		t.Fatalf("published %+v, want one verified identify", evs)
+	}
+	r = send(t, ts, http.MethodGet, "/api/profiles/anon-v/", hdr("Authorization", "Bearer "+signed.Bearer), nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("profile by the anonymous id: status %d: %s", r.Status, r.Body)
+	}
+	var p profileBody
+	if err := json.Unmarshal(r.Body, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.UserID != "user-v" || len(p.LinkedIDs) != 1 || p.LinkedIDs[0].ID != "anon-v" || p.LinkedIDs[0].Source != identity.SourceIdentify {
+		t.Errorf("profile %s, want user-v with anon-v linked by identify", r.Body)
+	}
+}

@@ -52,6 +52,9 @@ func caller(c *gin.Context) ingest.Caller {
 	if cred.Kind == auth.KindSession && cred.Verified {
 		ic.BoundUser = cred.UserID
 	}
+	if cred.Kind == auth.KindSession {
+		ic.BoundAnonymous = cred.BoundAnonymousID
+	}
 	return ic
 }
 

@@ -55,6 +55,8 @@ func TestSessionHandshake(t *testing.T) {
 		{name: "required signature without ts", pk: signed.PK, body: `{"user_id":"u-1","user_id_sig":"00"}`, wantStatus: http.StatusUnauthorized, wantCode: "signature_required"},
 		{name: "required signature no user id", pk: signed.PK, body: `{}`, wantStatus: http.StatusBadRequest, wantCode: "validation_failed", wantFields: []string{"user_id"}},
 		{name: "required signature no body", pk: signed.PK, wantStatus: http.StatusBadRequest, wantCode: "validation_failed", wantFields: []string{"user_id"}},
+		{name: "required signature anonymous id alone", pk: signed.PK, body: `{"anonymous_id":"anon-1"}`, wantStatus: http.StatusCreated},
+		{name: "required signature anonymous id and unsigned user id", pk: signed.PK, body: `{"user_id":"u-1","anonymous_id":"anon-1"}`, wantStatus: http.StatusUnauthorized, wantCode: "signature_required"},
 		{name: "required signature valid", pk: signed.PK, body: sigBody(signed.IdentitySecret, "u-7", now), wantStatus: http.StatusCreated, wantUser: "u-7", wantVerif: true},
 		{name: "required signature uppercase hex", pk: signed.PK, body: fmt.Sprintf(`{"user_id":"u-7","user_id_sig":%q,"user_id_ts":%d}`, strings.ToUpper(auth.SignUserID([]byte(signed.IdentitySecret), "u-7", now)), now), wantStatus: http.StatusCreated, wantUser: "u-7", wantVerif: true},
 		{name: "required signature stale ts", pk: signed.PK, body: sigBody(signed.IdentitySecret, "u-7", now-int64(11*time.Minute/time.Second)), wantStatus: http.StatusUnauthorized, wantCode: "signature_expired"},

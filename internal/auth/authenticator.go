@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/errs"
+	"github.com/cohort-dev/cohort/internal/ident"
 )
 
 // Kind is the kind of credential a request authenticated with.
@@ -47,6 +48,9 @@ type Credential struct {
 	KeyID      string // the API key (or, for sessions, the pk_ key) used
 	UserID     string // sessions only
 	Verified   bool   // sessions only: UserID proven by a signature
+	// BoundAnonymousID is set on anonymous sessions only (a tenant that requires signed user ids,
+	// a handshake with an anonymous_id and no user_id): every event must have it as its subject.
+	BoundAnonymousID string
 }
 
 // KeyRecord is a stored API key as the authenticator needs it.
@@ -315,7 +319,11 @@ func (a *Authenticator) bearer(ctx context.Context, token string) (Credential, e
 				}
 				return Credential{}, unauthenticated("session revoked: its public key is no longer valid")
 			}
-			return Credential{Kind: KindSession, TenantID: c.TenantID, TenantSlug: c.TenantSlug, KeyID: c.KeyID, UserID: c.UserID, Verified: c.Verified}, nil
+			cred := Credential{Kind: KindSession, TenantID: c.TenantID, TenantSlug: c.TenantSlug, KeyID: c.KeyID, UserID: c.UserID, Verified: c.Verified}
+			if c.AnonOnly {
+				cred.BoundAnonymousID = c.AnonID
+			}
+			return cred, nil
 		}
 		return Credential{Kind: KindBearer, TenantID: c.TenantID, TenantSlug: c.TenantSlug}, nil
 	}
@@ -355,6 +363,8 @@ type Session struct {
 	ExpiresIn int       `json:"expires_in"`
 	UserID    string    `json:"user_id,omitempty"`
 	Verified  bool      `json:"user_id_verified"`
+	// AnonymousID is set for an anonymous session: the one subject its events may name.
+	AnonymousID string `json:"anonymous_id,omitempty"`
 }
 
 // SignatureWindow is how far user_id_ts may be from now.
@@ -389,10 +399,19 @@ func (a *Authenticator) StartSession(ctx context.Context, pk Credential, req Ses
 		}
 		return Session{}, fmt.Errorf("identity settings: %w", errors.Join(errs.ErrUnavailable, err))
 	}
-	verified := false
-	if req.UserIDSig != "" || required {
+	verified, anonOnly := false, false
+	switch {
+	case required && req.UserID == "" && req.UserIDSig == "" && req.AnonymousID != "":
+		// An anonymous visitor of a tenant that requires signed user ids: a session bound to its
+		// anonymous id, with no user, so that nothing unsigned can claim a user through it. The id
+		// follows ingestion's rules: a session for an id every event would be refused on is no use.
+		if err := ident.CheckUserID(req.AnonymousID); err != nil {
+			return Session{}, errs.Invalid("anonymous_id", err.Error())
+		}
+		anonOnly = true
+	case req.UserIDSig != "" || required:
 		if req.UserID == "" {
-			return Session{}, errs.Invalid("user_id", "required: this tenant requires a signed user_id")
+			return Session{}, errs.Invalid("user_id", "required: this tenant requires a signed user_id, or an anonymous_id alone for an anonymous session")
 		}
 		if req.UserIDSig == "" || req.UserIDTs == 0 {
 			return Session{}, errs.Coded(errs.ErrUnauthenticated, "signature_required", "this tenant requires user_id_sig and user_id_ts")
@@ -418,10 +437,14 @@ func (a *Authenticator) StartSession(ctx context.Context, pk Credential, req Ses
 	}
 	tok, exp, err := a.signer.Mint(Claims{
 		TenantID: pk.TenantID, TenantSlug: pk.TenantSlug, Type: TokenSession, KeyID: pk.KeyID,
-		UserID: req.UserID, Verified: verified, AnonID: req.AnonymousID, Generation: gen,
+		UserID: req.UserID, Verified: verified, AnonID: req.AnonymousID, AnonOnly: anonOnly, Generation: gen,
 	}, SessionTokenTTL)
 	if err != nil {
 		return Session{}, err
 	}
-	return Session{Token: tok, TokenType: "Bearer", ExpiresAt: exp.UTC(), ExpiresIn: int(SessionTokenTTL / time.Second), UserID: req.UserID, Verified: verified}, nil
+	s := Session{Token: tok, TokenType: "Bearer", ExpiresAt: exp.UTC(), ExpiresIn: int(SessionTokenTTL / time.Second), UserID: req.UserID, Verified: verified}
+	if anonOnly {
+		s.AnonymousID = req.AnonymousID
+	}
+	return s, nil
 }

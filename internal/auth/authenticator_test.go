@@ -735,11 +735,12 @@ func TestStartSession(t *testing.T) {
 	max := strings.Repeat("x", 255)
 
 	type want struct {
-		verified bool
-		userID   string
-		kind     error  // error kind; nil means success
-		code     string // CodedError code, "" = don't care
-		field    string // ValidationError field
+		verified  bool
+		userID    string
+		boundAnon string // the anonymous id an anonymous session is bound to
+		kind      error  // error kind; nil means success
+		code      string // CodedError code, "" = don't care
+		field     string // ValidationError field
 	}
 	tests := []struct {
 		name string
@@ -762,7 +763,15 @@ func TestStartSession(t *testing.T) {
 		{name: "required: uppercase-hex sig accepted", pk: betaPK, req: auth.SessionRequest{UserID: "u9", UserIDSig: strings.ToUpper(sig(betaIdentitySecret, "u9", now)), UserIDTs: now}, want: want{userID: "u9", verified: true}},
 		{name: "required: ts 9 minutes old", pk: betaPK, req: auth.SessionRequest{UserID: "u9", UserIDSig: sig(betaIdentitySecret, "u9", now-540), UserIDTs: now - 540}, want: want{userID: "u9", verified: true}},
 		{name: "required: ts 9 minutes ahead", pk: betaPK, req: auth.SessionRequest{UserID: "u9", UserIDSig: sig(betaIdentitySecret, "u9", now+540), UserIDTs: now + 540}, want: want{userID: "u9", verified: true}},
-		{name: "required: missing user_id", pk: betaPK, req: auth.SessionRequest{AnonymousID: "anon"}, want: want{kind: errs.ErrInvalid, field: "user_id"}},
+		{name: "required: anonymous id alone is an anonymous session", pk: betaPK, req: auth.SessionRequest{AnonymousID: "anon"}, want: want{boundAnon: "anon"}},
+		{name: "required: anonymous id with a ts but no sig is an anonymous session", pk: betaPK, req: auth.SessionRequest{AnonymousID: "anon", UserIDTs: now}, want: want{boundAnon: "anon"}},
+		{name: "required: anonymous id with a control character", pk: betaPK, req: auth.SessionRequest{AnonymousID: "anon\x01"}, want: want{kind: errs.ErrInvalid, field: "anonymous_id"}},
+		{name: "required: anonymous id of invalid UTF-8", pk: betaPK, req: auth.SessionRequest{AnonymousID: "anon\xff"}, want: want{kind: errs.ErrInvalid, field: "anonymous_id"}},
+		{name: "required: missing user_id", pk: betaPK, req: auth.SessionRequest{}, want: want{kind: errs.ErrInvalid, field: "user_id"}},
+		{name: "required: anonymous id with a sig but no user_id", pk: betaPK, req: auth.SessionRequest{AnonymousID: "anon", UserIDSig: sig(betaIdentitySecret, "", now), UserIDTs: now}, want: want{kind: errs.ErrInvalid, field: "user_id"}},
+		{name: "required: anonymous id with an unsigned user_id", pk: betaPK, req: auth.SessionRequest{UserID: "u9", AnonymousID: "anon"}, want: want{kind: errs.ErrUnauthenticated, code: "signature_required"}},
+		{name: "required: anonymous id with a bad sig", pk: betaPK, req: auth.SessionRequest{UserID: "u9", AnonymousID: "anon", UserIDSig: sig(acmeIdentitySecret, "u9", now), UserIDTs: now}, want: want{kind: errs.ErrUnauthenticated, code: "bad_signature"}},
+		{name: "required: signed user with an anonymous id is not anonymous", pk: betaPK, req: auth.SessionRequest{UserID: "u9", AnonymousID: "anon", UserIDSig: sig(betaIdentitySecret, "u9", now), UserIDTs: now}, want: want{userID: "u9", verified: true}},
 		{name: "required: missing user_id with a sig", pk: betaPK, req: auth.SessionRequest{UserIDSig: sig(betaIdentitySecret, "", now), UserIDTs: now}, want: want{kind: errs.ErrInvalid, field: "user_id"}},
 		{name: "required: missing sig", pk: betaPK, req: auth.SessionRequest{UserID: "u9", UserIDTs: now}, want: want{kind: errs.ErrUnauthenticated, code: "signature_required"}},
 		{name: "required: missing ts", pk: betaPK, req: auth.SessionRequest{UserID: "u9", UserIDSig: sig(betaIdentitySecret, "u9", 0)}, want: want{kind: errs.ErrUnauthenticated, code: "signature_required"}},
@@ -804,14 +813,14 @@ func TestStartSession(t *testing.T) {
 			if s.TokenType != "Bearer" || s.ExpiresIn != int(auth.SessionTokenTTL/time.Second) || !s.ExpiresAt.Equal(t0.Add(auth.SessionTokenTTL)) {
 				t.Errorf("session = %+v, want Bearer, expires_in %d, expires_at %v", s, int(auth.SessionTokenTTL/time.Second), t0.Add(auth.SessionTokenTTL))
 			}
-			if s.UserID != tt.want.userID || s.Verified != tt.want.verified {
-				t.Errorf("session user = %q verified %v, want %q %v", s.UserID, s.Verified, tt.want.userID, tt.want.verified)
+			if s.UserID != tt.want.userID || s.Verified != tt.want.verified || s.AnonymousID != tt.want.boundAnon {
+				t.Errorf("session user = %q verified %v anonymous %q, want %q %v %q", s.UserID, s.Verified, s.AnonymousID, tt.want.userID, tt.want.verified, tt.want.boundAnon)
 			}
 			c, err := f.a.Authenticate(ctx, "Bearer "+s.Token, "", false)
 			if err != nil {
 				t.Fatalf("session token does not authenticate: %v", err)
 			}
-			want := auth.Credential{Kind: auth.KindSession, TenantID: pk2tenant(pk, f), TenantSlug: pk2slug(pk, f), KeyID: pk.KeyID, UserID: tt.want.userID, Verified: tt.want.verified}
+			want := auth.Credential{Kind: auth.KindSession, TenantID: pk2tenant(pk, f), TenantSlug: pk2slug(pk, f), KeyID: pk.KeyID, UserID: tt.want.userID, Verified: tt.want.verified, BoundAnonymousID: tt.want.boundAnon}
 			if c != want {
 				t.Fatalf("credential = %+v, want %+v", c, want)
 			}

@@ -34,6 +34,9 @@ type Claims struct {
 	UserID     string `json:"uid,omitempty"` // session: the user it is bound to, if any
 	Verified   bool   `json:"uvf,omitempty"` // session: UserID was proven by a signature
 	AnonID     string `json:"aid,omitempty"`
+	// AnonOnly: an anonymous session of a tenant that requires signed user ids, whose events may
+	// name AnonID as their subject and nothing else.
+	AnonOnly bool `json:"aon,omitempty"`
 	// Generation is the tenant's token generation when the token was minted; a token of an older
 	// generation is revoked. Absent (0) in tokens minted before generations existed.
 	Generation int64 `json:"gen,omitempty"`

@@ -14,12 +14,15 @@ import (
 )
 
 // Caller is who sends events: the tenant, and for session tokens proven by a signature, the user
-// every event must be about. Browser is a session of a browser key (pk_): the identity graph's
-// signed-link rule applies to its identifies.
+// every event must be about. BoundAnonymous is the anonymous id of an anonymous session (a tenant
+// that requires signed user ids): its events name that id as their subject and carry no user id.
+// Browser is a session of a browser key (pk_): the identity graph's signed-link rule applies to
+// its identifies.
 type Caller struct {
-	TenantID  int64
-	BoundUser string
-	Browser   bool
+	TenantID       int64
+	BoundUser      string
+	BoundAnonymous string
+	Browser        bool
 }
 
 // Service accepts events over HTTP.
@@ -43,6 +46,16 @@ func decodeFor(c Caller, raw []byte, received time.Time) (warehouse.Event, *Reje
 	ev, r := Decode(raw, c.TenantID, received)
 	if r == nil && c.BoundUser != "" && ev.UserID != c.BoundUser {
 		r = reject("user_mismatch", "user_id", "this session is bound to another user")
+	}
+	if r == nil && c.BoundAnonymous != "" {
+		// Decode makes the anonymous id the subject when no user id is given: any other subject
+		// means the event carried a user id.
+		switch {
+		case ev.AnonymousID == "" || ev.UserID != ev.AnonymousID:
+			r = reject("user_mismatch", "user_id", "a user id needs a session whose user_id is signed")
+		case ev.AnonymousID != c.BoundAnonymous:
+			r = reject("user_mismatch", "anonymous_id", "this session is bound to another anonymous id")
+		}
 	}
 	if r == nil && c.Browser && ev.AnonymousID != "" && ev.EventType == ContextIdentified {
 		// An identify that links ids: the loader needs to know whether a signature proved the user.

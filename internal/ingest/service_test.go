@@ -141,6 +141,20 @@ func TestTrackBatch(t *testing.T) {
 			published: []string{"1", "4"},
 		},
 		{
+			name:   "anonymous session",
+			caller: ingest.Caller{BoundAnonymous: "anon-1", Browser: true},
+			body: batchBody(
+				ev("user_id", nil, "anonymous_id", "anon-1", "message_id", "1"),
+				ev("user_id", "u1", "anonymous_id", "anon-1", "event_type", "context_identified", "payload", raw(`{}`), "message_id", "2"),
+				ev("user_id", nil, "anonymous_id", "anon-2", "message_id", "3"),
+				ev("user_id", "u1", "message_id", "4"),
+				ev("user_id", nil, "anonymous_id", "anon-1", "event_type", "context_identified", "payload", raw(`{}`), "message_id", "5"),
+			),
+			queued: 2, skipped: 3,
+			errors:    []ingest.BatchError{{Index: 1, Code: "user_mismatch"}, {Index: 2, Code: "user_mismatch"}, {Index: 3, Code: "user_mismatch"}},
+			published: []string{"1", "5"},
+		},
+		{
 			name:    "session bound user: validation comes first",
 			caller:  ingest.Caller{BoundUser: "alice"},
 			body:    batchBody(ev("user_id", "", "message_id", "1")),
@@ -283,6 +297,7 @@ func TestTrack(t *testing.T) {
 		wantIs    error
 		wantCode  string
 		wantField string
+		wantMsg   string // in the field's message, when set
 	}{
 		{name: "valid", raw: ev("message_id", "one")},
 		{name: "missing user_id", raw: ev("user_id", nil), wantIs: errs.ErrInvalid, wantCode: "invalid_user_id", wantField: "user_id"},
@@ -295,6 +310,14 @@ func TestTrack(t *testing.T) {
 		{name: "not an object", raw: []byte(`[]`), wantIs: errs.ErrInvalid, wantCode: "invalid_json", wantField: "event"},
 		{name: "bound user mismatch", caller: ingest.Caller{BoundUser: "alice"}, raw: ev("user_id", "bob"), wantIs: errs.ErrInvalid, wantCode: "user_mismatch", wantField: "user_id"},
 		{name: "bound user match", caller: ingest.Caller{BoundUser: "alice"}, raw: ev("user_id", "alice")},
+		{name: "anonymous session: its anonymous id", caller: ingest.Caller{BoundAnonymous: "anon-1", Browser: true}, raw: ev("user_id", nil, "anonymous_id", "anon-1")},
+		{name: "anonymous session: identify with its anonymous id only", caller: ingest.Caller{BoundAnonymous: "anon-1", Browser: true}, raw: ev("user_id", nil, "anonymous_id", "anon-1", "event_type", "context_identified", "payload", raw(`{"plan":"free"}`))},
+		{name: "anonymous session: a user id only", caller: ingest.Caller{BoundAnonymous: "anon-1", Browser: true}, raw: ev("user_id", "u1"), wantIs: errs.ErrInvalid, wantCode: "user_mismatch", wantField: "user_id", wantMsg: "a user id needs a session whose user_id is signed"},
+		{name: "anonymous session: its anonymous id sent as user id", caller: ingest.Caller{BoundAnonymous: "anon-1", Browser: true}, raw: ev("user_id", "anon-1"), wantIs: errs.ErrInvalid, wantCode: "user_mismatch", wantField: "user_id", wantMsg: "signed"},
+		{name: "anonymous session: identify with both ids", caller: ingest.Caller{BoundAnonymous: "anon-1", Browser: true}, raw: ev("user_id", "u1", "anonymous_id", "anon-1", "event_type", "context_identified", "payload", raw(`{}`)), wantIs: errs.ErrInvalid, wantCode: "user_mismatch", wantField: "user_id", wantMsg: "signed"},
+		{name: "anonymous session: another anonymous id", caller: ingest.Caller{BoundAnonymous: "anon-1", Browser: true}, raw: ev("user_id", nil, "anonymous_id", "anon-2"), wantIs: errs.ErrInvalid, wantCode: "user_mismatch", wantField: "anonymous_id", wantMsg: "another anonymous id"},
+		{name: "anonymous session: a user id and another anonymous id", caller: ingest.Caller{BoundAnonymous: "anon-1", Browser: true}, raw: ev("user_id", "u1", "anonymous_id", "anon-2"), wantIs: errs.ErrInvalid, wantCode: "user_mismatch", wantField: "user_id"},
+		{name: "anonymous session: validation comes first", caller: ingest.Caller{BoundAnonymous: "anon-1", Browser: true}, raw: ev("user_id", nil, "anonymous_id", "anon-1", "event_type", "Signup"), wantIs: errs.ErrInvalid, wantCode: "invalid_event_type", wantField: "event_type"},
 		{name: "publisher unavailable", raw: ev(), pubErr: errors.Join(errs.ErrUnavailable, errors.New("publish timeout")), wantIs: errs.ErrUnavailable},
 	}
 	for i, tc := range cases {
@@ -330,6 +353,9 @@ func TestTrack(t *testing.T) {
 			}
 			if ve.Fields[tc.wantField] == "" {
 				t.Errorf("fields = %v, want a message for %q", ve.Fields, tc.wantField)
+			}
+			if !strings.Contains(ve.Fields[tc.wantField], tc.wantMsg) {
+				t.Errorf("fields.%s = %q, want it to say %q", tc.wantField, ve.Fields[tc.wantField], tc.wantMsg)
 			}
 			if len(pub.Calls()) != 0 {
 				t.Errorf("a rejected event was published")
