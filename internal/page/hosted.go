@@ -53,33 +53,42 @@ func (s *Service) PublicRendered(ctx context.Context, tenantSlug, pageSlug, user
 	if err != nil {
 		return nil, err
 	}
-	r, err := e.render(ctx, key, render)
+	r, kept, err := e.render(ctx, key, render)
 	if err != nil {
 		return nil, err
+	}
+	if kept {
+		s.cache.grow(e, int64(len(r.Body)))
 	}
 	s.countRead(ctx, e, userAgent)
 	return r, nil
 }
 
-func (e *publicEntry) render(ctx context.Context, key string, render Renderer) (*Rendered, error) {
+// render returns e's rendering under key, rendering it on the first read; kept says a new
+// rendering was kept with the entry (its bytes now count in the cache).
+func (e *publicEntry) render(ctx context.Context, key string, render Renderer) (r *Rendered, kept bool, err error) {
 	e.renderMu.Lock()
 	defer e.renderMu.Unlock()
 	if r := e.rendered[key]; r != nil {
-		return r, nil
+		return r, false, nil
 	}
 	body, err := render(ctx, e.doc)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	r := &Rendered{Body: body, ETag: StrongETag(body)}
+	r = &Rendered{Body: body, ETag: StrongETag(body)}
 	if e.rendered == nil {
 		e.rendered = map[string]*Rendered{}
 	}
 	if len(e.rendered) < maxRenderKeys {
 		e.rendered[key] = r
+		kept = true
 	}
-	return r, nil
+	return r, kept, nil
 }
+
+// PublicCacheStats reports what the public page cache holds.
+func (s *Service) PublicCacheStats() PublicCacheStats { return s.cache.stats() }
 
 // PublicCacheTTL is how long a public read is kept in memory (negative: not kept); a CDN may
 // keep a public answer as long.

@@ -20,6 +20,11 @@ import (
 // maxCachedPublicPages bounds the public page cache (found and not found reads alike).
 const maxCachedPublicPages = 10000
 
+// maxPublicCacheBytes bounds the bytes the public cache holds: the pages' JSON and their hosted
+// renderings. Past it (or past maxCachedPublicPages) an insertion first drops the expired entries,
+// then, if that is not enough, every entry.
+const maxPublicCacheBytes = 64 << 20
+
 // publicLoadTimeout bounds loading one public page from the database.
 const publicLoadTimeout = 5 * time.Second
 
@@ -47,7 +52,15 @@ type publicEntry struct {
 
 	renderMu sync.Mutex
 	rendered map[string]*Rendered // PublicRendered's answers by render key
+
+	// Guarded by the cache's mu: whether the entry is in the cache's map, and the bytes it
+	// counts there.
+	cached bool
+	size   int64
 }
+
+// baseSize is what an entry holds before any rendering: its JSON and its page's text.
+func (e *publicEntry) baseSize() int64 { return int64(len(e.rest))*2 + 256 }
 
 type loadCall struct {
 	gen  uint64
@@ -65,10 +78,43 @@ type publicCache struct {
 	mu      sync.RWMutex
 	entries map[string]*publicEntry
 	loading map[string]*loadCall
+	bytes   int64 // guarded by mu: the sizes of the entries in entries
+	max     int64 // bound of bytes
 }
 
 func newPublicCache(ttl time.Duration) *publicCache {
-	return &publicCache{ttl: ttl, entries: map[string]*publicEntry{}, loading: map[string]*loadCall{}}
+	return &publicCache{ttl: ttl, entries: map[string]*publicEntry{}, loading: map[string]*loadCall{}, max: maxPublicCacheBytes}
+}
+
+// PublicCacheStats is what the public page cache holds.
+type PublicCacheStats struct {
+	Entries int
+	Bytes   int64
+}
+
+func (c *publicCache) stats() PublicCacheStats {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return PublicCacheStats{Entries: len(c.entries), Bytes: c.bytes}
+}
+
+// remove takes key's entry out of the map; mu held.
+func (c *publicCache) remove(key string) {
+	if e := c.entries[key]; e != nil {
+		e.cached = false
+		c.bytes -= e.size
+		delete(c.entries, key)
+	}
+}
+
+// grow counts n more bytes for e (a rendering kept with it), if it is still in the cache.
+func (c *publicCache) grow(e *publicEntry, n int64) {
+	c.mu.Lock()
+	if e.cached {
+		e.size += n
+		c.bytes += n
+	}
+	c.mu.Unlock()
 }
 
 // invalidate retires every cached read.
@@ -103,16 +149,22 @@ func (c *publicCache) get(key string, now time.Time, load func() (*publicEntry, 
 	if call.err == nil && c.ttl > 0 {
 		call.e.gen = gen
 		call.e.expires = now.Add(c.ttl)
-		if len(c.entries) >= maxCachedPublicPages {
+		c.remove(key)
+		need := call.e.baseSize()
+		if len(c.entries) >= maxCachedPublicPages || c.bytes+need > c.max {
 			for k, e := range c.entries {
 				if e.gen != c.gen.Load() || !now.Before(e.expires) {
-					delete(c.entries, k)
+					c.remove(k)
 				}
 			}
-			if len(c.entries) >= maxCachedPublicPages {
-				c.entries = map[string]*publicEntry{}
+			if len(c.entries) >= maxCachedPublicPages || c.bytes+need > c.max {
+				for k := range c.entries {
+					c.remove(k)
+				}
 			}
 		}
+		call.e.cached, call.e.size = true, need
+		c.bytes += need
 		c.entries[key] = call.e
 	}
 	c.mu.Unlock()

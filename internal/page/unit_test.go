@@ -1,8 +1,10 @@
 package page
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCrawler(t *testing.T) {
@@ -107,5 +109,63 @@ func TestCheckSlug(t *testing.T) {
 		if msg := checkSlug(s); msg != "" {
 			t.Errorf("checkSlug(%q): %s", s, msg)
 		}
+	}
+}
+
+// TestPublicCacheBytesBound: the public cache counts the bytes of its entries and of the
+// renderings kept with them, and an insertion past its byte bound drops the expired entries
+// first, then every entry, so what it holds stays within the bound.
+func TestPublicCacheBytesBound(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	c := newPublicCache(time.Minute)
+	c.max = 10_000
+	entry := func(n int) func() (*publicEntry, error) {
+		return func() (*publicEntry, error) { return &publicEntry{found: true, rest: make([]byte, n)}, nil }
+	}
+	// baseSize is 2*len(rest)+256: 2,256 bytes each.
+	for i := range 4 {
+		if _, err := c.get(fmt.Sprint("a", i), now, entry(1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := c.stats(); st.Entries != 4 || st.Bytes != 4*2256 {
+		t.Fatalf("four entries: %+v, want 4 entries of 2,256 bytes", st)
+	}
+	e, _ := c.get("a0", now, entry(1000)) // a hit: nothing added
+	c.grow(e, 500)                        // a rendering kept with a cached entry counts
+	if st := c.stats(); st.Bytes != 4*2256+500 {
+		t.Fatalf("after a rendering: %+v", st)
+	}
+	// A fifth entry would pass the bound; none has expired, so every entry goes.
+	if _, err := c.get("b", now, entry(1000)); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.stats(); st.Entries != 1 || st.Bytes != 2256 {
+		t.Fatalf("past the bound: %+v, want only the new entry", st)
+	}
+	c.grow(e, 500) // e left the cache: its rendering no longer counts
+	if st := c.stats(); st.Bytes != 2256 {
+		t.Fatalf("a dropped entry's rendering counted: %+v", st)
+	}
+	// Expired entries go first: three fresh ones stay when the old one is dropped.
+	later := now.Add(2 * time.Minute)
+	for i := range 3 {
+		if _, err := c.get(fmt.Sprint("c", i), later, entry(1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.get("d", later, entry(1000)); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.stats(); st.Entries != 4 || st.Bytes != 4*2256 {
+		t.Fatalf("expired entry dropped first: %+v, want the four fresh entries", st)
+	}
+	// Replacing a key's entry does not count it twice.
+	c.invalidate()
+	if _, err := c.get("d", later, entry(1000)); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.stats(); st.Bytes > c.max {
+		t.Fatalf("over the bound: %+v", st)
 	}
 }
