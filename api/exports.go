@@ -38,12 +38,18 @@ var hostRE = regexp.MustCompile(`^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A
 
 // exportAPIBase is the origin the tracking snippet of an export calls.
 func (s *Server) exportAPIBase(c *gin.Context) (string, error) {
-	if s.d.Exports.PublicURL != "" {
-		return s.d.Exports.PublicURL, nil
+	return requestOrigin(c, s.d.Exports.PublicURL, "the API address of the export")
+}
+
+// requestOrigin is configured (COHORT_PUBLIC_URL) when set, else the origin the request came to;
+// a Host that cannot be used in a link is a 400 naming what it was for.
+func requestOrigin(c *gin.Context, configured, what string) (string, error) {
+	if configured != "" {
+		return configured, nil
 	}
 	host := c.Request.Host
 	if !hostRE.MatchString(host) {
-		return "", errs.Coded(errs.ErrInvalid, "bad_host", "the request's Host cannot be used as the API address of the export; set COHORT_PUBLIC_URL")
+		return "", errs.Coded(errs.ErrInvalid, "bad_host", "the request's Host cannot be used as %s; set COHORT_PUBLIC_URL", what)
 	}
 	scheme := "http"
 	if c.Request.TLS != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/cohort-dev/cohort/internal/errs"
 	"github.com/cohort-dev/cohort/internal/metrics"
 	"github.com/cohort-dev/cohort/internal/page"
 	"github.com/cohort-dev/cohort/internal/pageexport"
@@ -52,18 +51,7 @@ func (s *Server) putPageSettings(c *gin.Context) {
 // publicBase is the origin hosted pages' links use: COHORT_PUBLIC_URL, else the one the request
 // came to.
 func (s *Server) publicBase(c *gin.Context) (string, error) {
-	if s.d.Pages.PublicURL != "" {
-		return s.d.Pages.PublicURL, nil
-	}
-	host := c.Request.Host
-	if !hostRE.MatchString(host) {
-		return "", errs.Coded(errs.ErrInvalid, "bad_host", "the request's Host cannot be used in the page's links; set COHORT_PUBLIC_URL")
-	}
-	scheme := "http"
-	if c.Request.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + host, nil
+	return requestOrigin(c, s.d.Pages.PublicURL, "the origin of the page's links")
 }
 
 var sitemapPartRE = regexp.MustCompile(`^sitemap-([1-9][0-9]{0,5})\.xml$`)
