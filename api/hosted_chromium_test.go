@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -88,23 +87,7 @@ func TestHostedPageRendersInChromium(t *testing.T) {
 		`{"title":"Linen </script><script>window.__pwned=2</script>"}`), http.StatusOK, nil)
 
 	shot := filepath.Join(t.TempDir(), "hosted.png")
-	cmd := exec.Command(node, filepath.Join("..", "internal", "pageexport", "testdata", "render_html.mjs"), ts.URL+"/p/"+f.A.T.Slug+"/linen", shot)
-	cmd.Env = append(os.Environ(), "COHORT_SDK_DIR="+sdk, "CHROMIUM=/usr/bin/chromium")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	done := make(chan struct{})
-	var out []byte
-	go func() { out, err = cmd.Output(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(90 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("chromium did not finish in 90 s: %s", stderr.String())
-	}
-	if err != nil {
-		t.Fatalf("render in chromium: %v\n%s", err, stderr.String())
-	}
+	out := testenv.RunBrowserScript(t, node, "/usr/bin/chromium", sdk, filepath.Join("..", "internal", "pageexport", "testdata", "render_html.mjs"), ts.URL+"/p/"+f.A.T.Slug+"/linen", shot)
 	var rep struct {
 		ConsoleErrors  []string `json:"consoleErrors"`
 		PageErrors     []string `json:"pageErrors"`

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/cohort-dev/cohort/internal/block"
 	"github.com/cohort-dev/cohort/internal/testenv"
@@ -104,23 +103,7 @@ func TestHTMLRendersInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	shot := filepath.Join(t.TempDir(), "export.png")
-	cmd := exec.Command(node, filepath.Join("testdata", "render_html.mjs"), ts.URL+"/page.html", shot)
-	cmd.Env = append(os.Environ(), "COHORT_SDK_DIR="+sdk, "CHROMIUM="+chromium)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	done := make(chan struct{})
-	var out []byte
-	go func() { out, err = cmd.Output(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(90 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("chromium did not finish in 90 s: %s", stderr.String())
-	}
-	if err != nil {
-		t.Fatalf("render in chromium: %v\n%s", err, stderr.String())
-	}
+	out := testenv.RunBrowserScript(t, node, chromium, sdk, filepath.Join("testdata", "render_html.mjs"), ts.URL+"/page.html", shot)
 	var rep chromiumReport
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("report %s: %v", out, err)

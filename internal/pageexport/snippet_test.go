@@ -1,11 +1,9 @@
 package pageexport
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -93,23 +91,7 @@ func TestHTMLSnippetTracksAnonymousVisitors(t *testing.T) {
 	if exported, err = RenderHTML(c); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(node, filepath.Join("testdata", "anon_visits.mjs"), ts.URL+"/page.html")
-	cmd.Env = append(os.Environ(), "COHORT_SDK_DIR="+sdk, "CHROMIUM="+chromium)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	done := make(chan struct{})
-	var out []byte
-	go func() { out, err = cmd.Output(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(90 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("chromium did not finish in 90 s: %s", stderr.String())
-	}
-	if err != nil {
-		t.Fatalf("visits in chromium: %v\n%s", err, stderr.String())
-	}
+	out := testenv.RunBrowserScript(t, node, chromium, sdk, filepath.Join("testdata", "anon_visits.mjs"), ts.URL+"/page.html")
 	var rep struct {
 		ConsoleErrors []string `json:"consoleErrors"`
 		PageErrors    []string `json:"pageErrors"`

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // nodeTools is NodeTools' result, shared by the tests of one binary.
@@ -124,4 +126,31 @@ func lockFile(path string) (func(), error) {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		_ = f.Close()
 	}, nil
+}
+
+// RunBrowserScript runs a Node script that drives Debian's Chromium (chromium is its path, sdk
+// the client library's package, whose node_modules hold playwright-core) and returns what it
+// printed on stdout. The test fails when the script fails or runs past 90 seconds, with what
+// the script printed on stderr.
+func RunBrowserScript(tb testing.TB, node, chromium, sdk string, args ...string) []byte {
+	tb.Helper()
+	cmd := exec.Command(node, args...)
+	cmd.Env = append(os.Environ(), "COHORT_SDK_DIR="+sdk, "CHROMIUM="+chromium)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.Output(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(90 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		tb.Fatalf("chromium did not finish in 90 s: %s", stderr.String())
+	}
+	if err != nil {
+		tb.Fatalf("%s in chromium: %v\n%s", filepath.Base(args[0]), err, stderr.String())
+	}
+	return out
 }
