@@ -2,6 +2,7 @@ package pageexport
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -81,6 +82,12 @@ func TestHTMLSnippetTracksAnonymousVisitors(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = w.Write([]byte(`{"queued":1,"skipped":0,"errors":[]}`))
+	})
+	mux.HandleFunc("GET /events-count", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n := len(events)
+		mu.Unlock()
+		_, _ = fmt.Fprint(w, n)
 	})
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	ts := httptest.NewServer(mux)
