@@ -18,9 +18,9 @@ import (
 	"github.com/cohort-dev/cohort/internal/testenv"
 )
 
-// benchHostedPage publishes tenant A's page of twelve products (three blocks), as
-// BenchmarkPublicPage reads, and returns its slug.
-func benchHostedPage(b *testing.B, f *fixture) string {
+// benchPublishedPage publishes tenant A's page of twelve products priced in EUR (three blocks),
+// the page BenchmarkPublicPage and BenchmarkHostedPage read, and returns its slug.
+func benchPublishedPage(b *testing.B, f *fixture) string {
 	b.Helper()
 	ctx := context.Background()
 	var values []string
@@ -101,7 +101,7 @@ func median(xs []float64) float64 {
 // Run with -benchtime=Nx for N alternating rounds.
 func BenchmarkHostedPage(b *testing.B) {
 	f := newFixture(b)
-	slug := benchHostedPage(b, f)
+	slug := benchPublishedPage(b, f)
 	svc, base := hostedBenchServer(b, f, 0)
 	pageID := int64(testenv.Count(b, f.db, `SELECT id FROM generated_pages WHERE tenant_id = $1 AND slug = $2`, f.A.T.ID, slug))
 	targets := map[string]string{
