@@ -147,6 +147,9 @@ func startWorker(t *testing.T, c client.Client, tq string, s *steps, stopTimeout
 	return &running{stop: stop, log: log}
 }
 
+// workflowTask is the key under which attempts lists the workflow tasks that timed out.
+const workflowTask = "workflow task"
+
 // attempts lists, per activity type, how each attempt of the workflow's activities ended (the
 // attempts before the last one that failed, then the last).
 func attempts(t *testing.T, c client.Client, id string) map[string][]string {
@@ -181,6 +184,10 @@ func attempts(t *testing.T, c client.Client, id string) map[string][]string {
 			end(a.ActivityTaskFailedEventAttributes.ScheduledEventId, "failed: "+a.ActivityTaskFailedEventAttributes.Failure.GetMessage())
 		case *historypb.HistoryEvent_ActivityTaskTimedOutEventAttributes:
 			end(a.ActivityTaskTimedOutEventAttributes.ScheduledEventId, "timed out")
+		case *historypb.HistoryEvent_WorkflowTaskTimedOutEventAttributes:
+			// A workflow task dispatched to a worker that was stopping, or left on its sticky
+			// queue: the workflow waited for the timeout.
+			out[workflowTask] = append(out[workflowTask], "timed out: "+a.WorkflowTaskTimedOutEventAttributes.TimeoutType.String())
 		}
 	}
 	return out
@@ -283,6 +290,9 @@ func TestStoppedWorkerHandsOverToTheOther(t *testing.T) {
 	if fmt.Sprint(got["SlowStep"]) != "[attempt 1 completed]" || fmt.Sprint(got["QuickStep"]) != "[attempt 1 completed]" {
 		t.Errorf("attempts %v, want attempt 1 of each step completed", got)
 	}
+	if wt := got[workflowTask]; len(wt) > 0 {
+		t.Errorf("workflow tasks %v across the stop, want none timed out", wt)
+	}
 }
 
 // A heartbeating activity (long by nature: imports, feed syncs, exports) sees the stop as a
@@ -331,7 +341,11 @@ func TestStopHandsBackHeartbeatingActivity(t *testing.T) {
 	if out != "heartbeat@second,quick@second" {
 		t.Errorf("workflow result %q", out)
 	}
-	got := attempts(t, c, id)["HeartbeatStep"]
+	all := attempts(t, c, id)
+	if wt := all[workflowTask]; len(wt) > 0 {
+		t.Errorf("workflow tasks %v across the stop, want none timed out", wt)
+	}
+	got := all["HeartbeatStep"]
 	if len(got) != 2 || !strings.HasPrefix(got[0], "attempt 1 failed: the worker is stopping") || got[1] != "attempt 2 completed" {
 		t.Errorf("HeartbeatStep attempts %v, want attempt 1 handed back and attempt 2 completed", got)
 	}

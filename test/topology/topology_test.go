@@ -7,9 +7,10 @@
 //
 //	go tool -modfile=tools/go.mod task test:topology
 //
-// It needs /usr/sbin/nats-server (or nats-server on PATH) and the temporal CLI, which it installs
-// once with `go install github.com/temporalio/cli/cmd/temporal@v1.5.1` into the user cache
-// (COHORT_TEMPORAL_CLI names an existing binary instead).
+// It needs /usr/sbin/nats-server (or nats-server on PATH). The Temporal server is this module's
+// (./temporalserver, built by the test); the temporal CLI runs the runbook's commands against it
+// and is installed once with `go install github.com/temporalio/cli/cmd/temporal@v1.5.1` into the
+// user cache (COHORT_TEMPORAL_CLI names an existing binary instead).
 package topology
 
 import (
@@ -278,13 +279,22 @@ func startTopology(t *testing.T) *topo {
 	all = append(all, nats)
 	nats.start(t)
 
-	// Temporal, its own process (the CLI's dev server on SQLite).
+	// Temporal, its own process: this module's Temporal server (1.32, the one cohort dev embeds) on
+	// SQLite, built here. Its dynamic config has frontend.enableCancelWorkerPollsOnShutdown, as
+	// deploy/runbooks/temporal-setup.md asks of a production server: a stopping worker's polls are
+	// completed, never handed a task the worker would drop. The temporal CLI runs the runbook's
+	// commands against it.
 	cli := temporalCLI(t)
-	tport, uiport, hport, mport := freePort(t), freePort(t), freePort(t), freePort(t)
+	temporalBin := filepath.Join(tmp, "temporalserver")
+	build = exec.Command("go", "build", "-tags", "topology", "-o", temporalBin, "./test/topology/temporalserver")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build temporalserver: %v\n%s", err, out)
+	}
+	tport := freePort(t)
 	tp.temporal = fmt.Sprintf("127.0.0.1:%d", tport)
-	temporal := &proc{name: "temporal", bin: cli, args: []string{"server", "start-dev", "--headless", "--ip", "127.0.0.1",
-		"--port", fmt.Sprint(tport), "--ui-port", fmt.Sprint(uiport), "--http-port", fmt.Sprint(hport), "--metrics-port", fmt.Sprint(mport),
-		"--db-filename", filepath.Join(tmp, "temporal.db"), "--log-level", "warn"}, env: baseEnv, logDir: logDir}
+	temporal := &proc{name: "temporal", bin: temporalBin, args: []string{"-port", fmt.Sprint(tport),
+		"-db", filepath.Join(tmp, "temporal.db")}, env: baseEnv, logDir: logDir}
 	all = append(all, temporal)
 	temporal.start(t)
 
@@ -740,10 +750,15 @@ func (tp *topo) rollingBulk(t *testing.T) {
 	}
 
 	// The histories: every activity's attempts, and no activity that waited for its timeout.
-	timedOut, byType := tp.activityAttempts(t, bulkStart)
+	timedOut, wfTimedOut, byType := tp.activityAttempts(t, bulkStart)
 	tp.logAttempts(byType)
 	if timedOut != 0 {
 		t.Errorf("%d activities timed out (waited for their StartToClose timeout) across the rolling restart", timedOut)
+	}
+	// Nor a workflow task: the server completes a stopping worker's polls (ShutdownWorker with
+	// frontend.enableCancelWorkerPollsOnShutdown) instead of handing it a task it will drop.
+	if wfTimedOut != 0 {
+		t.Errorf("%d workflow tasks timed out across the graceful stop (dispatched to the stopping worker)", wfTimedOut)
 	}
 	// No activity waited for its timeout: the shortest StartToClose of a page is minutes, the
 	// job ends in seconds.
@@ -773,10 +788,9 @@ func histogram(attempts []int32) string {
 }
 
 // activityAttempts reads the history of every workflow of the tenant started since since, through
-// the Temporal client, and returns the number of activity timeouts and, by activity type, the
-// attempt of every completed, failed or timed-out activity.
-func (tp *topo) activityAttempts(t *testing.T, since time.Time) (timedOut int, byType map[string][]int32) {
-	wfTasksTimedOut := 0
+// the Temporal client, and returns the number of activity timeouts, of workflow task timeouts and,
+// by activity type, the attempt of every completed, failed or timed-out activity.
+func (tp *topo) activityAttempts(t *testing.T, since time.Time) (timedOut, wfTasksTimedOut int, byType map[string][]int32) {
 	defer func() { t.Logf("%d workflow tasks timed out (held by a worker that went away)", wfTasksTimedOut) }()
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -834,7 +848,7 @@ func (tp *topo) activityAttempts(t *testing.T, since time.Time) (timedOut int, b
 		}
 	}
 	t.Logf("read the histories of %d workflows started since the bulk generation", workflows)
-	return timedOut, byType
+	return timedOut, wfTasksTimedOut, byType
 }
 
 func scheduledID(ev *historypb.HistoryEvent) int64 {
@@ -1017,7 +1031,7 @@ func (tp *topo) killMidway(t *testing.T) {
 	if n := tp.count(`SELECT count(*) FROM products WHERE tenant_id = $1 AND sku LIKE 'bk-%'`, tp.tenantID); n != backlog {
 		t.Errorf("%d backlog products stored, want %d", n, backlog)
 	}
-	timedOut, byType := tp.activityAttempts(t, began)
+	timedOut, _, byType := tp.activityAttempts(t, began)
 	tp.logAttempts(byType)
 	t.Logf("%d activities timed out (held by the killed worker, retried elsewhere)", timedOut)
 }

@@ -222,6 +222,9 @@ func newServer(o Options, clusterName string, sqlConf *config.SQL) (temporal.Ser
 		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8192,
 		// Let custom search attributes be used in list filters right away.
 		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
+		// A stopping worker's ShutdownWorker completes its outstanding polls, so no workflow task
+		// is dispatched to a worker that drops it (it would wait out its 10 s timeout).
+		dynamicconfig.EnableCancelWorkerPollsOnShutdown.Key(): true,
 	}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(&conf),
