@@ -79,7 +79,7 @@ type PushSyncResult struct {
 // PushSync pushes the connector's pending adds and removes to its platform. A retry resumes where
 // the failed attempt stopped (what the platform acknowledged is recorded chunk by chunk).
 func (a *Activations) PushSync(ctx context.Context, in PushSyncInput) (PushSyncResult, error) {
-	stop := heartbeat(ctx, 10*time.Second)
+	stop := heartbeat(ctx)
 	defer stop()
 	run, err := a.Svc.Run(ctx, in.TenantID, in.SyncRunID)
 	if err != nil {

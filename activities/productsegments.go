@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"errors"
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -54,7 +53,7 @@ type ComputeProductSegmentInput struct {
 // ComputeProductSegment evaluates the segment's definition and replaces its members in one
 // transaction (see prodseg.Service.Compute); it heartbeats while the database works.
 func (a *ProductSegments) ComputeProductSegment(ctx context.Context, in ComputeProductSegmentInput) (prodseg.ComputeResult, error) {
-	stop := heartbeat(ctx, 10*time.Second)
+	stop := heartbeat(ctx)
 	defer stop()
 	res, err := a.Svc.Compute(ctx, in.TenantID, in.SegmentID)
 	if err != nil {

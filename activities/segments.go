@@ -76,7 +76,7 @@ type MaterializeInput struct {
 // Materialize runs the segment's query and loads membership as a diff; it heartbeats while the
 // warehouse works.
 func (a *Segments) Materialize(ctx context.Context, in MaterializeInput) (segment.RunResult, error) {
-	stop := heartbeat(ctx, 10*time.Second)
+	stop := heartbeat(ctx)
 	defer stop()
 	start := time.Now()
 	res, err := a.Svc.Materialize(ctx, in.TenantID, in.RunID, a.Runner)
@@ -149,7 +149,7 @@ type ExportResult struct {
 
 // WriteExport streams the members into the export file.
 func (a *Segments) WriteExport(ctx context.Context, in ExportInput) (ExportResult, error) {
-	stop := heartbeat(ctx, 10*time.Second)
+	stop := heartbeat(ctx)
 	defer stop()
 	e, err := a.Svc.WriteExport(ctx, in.TenantID, in.ExportID, a.Blob, nil)
 	if err != nil {
@@ -270,11 +270,18 @@ func permanent(err error) error {
 	return err
 }
 
-// heartbeat records activity heartbeats every interval until stop is called, so a worker crash
-// is detected within the heartbeat timeout rather than the whole start-to-close timeout. stop
-// waits for the heartbeat goroutine to end, so no heartbeat is recorded after the activity
-// returns.
-func heartbeat(ctx context.Context, every time.Duration) (stop func()) {
+// TickerHeartbeatTimeout is the heartbeat timeout of the activities that heartbeat on a ticker
+// (heartbeat: Materialize, WriteExport, PushSync, ComputeProductSegment): an attempt held by a
+// killed worker is retried on another within it. They record a heartbeat every quarter of it, and
+// the SDK sends one at least every 0.8 of the timeout, so a live worker never misses it.
+const TickerHeartbeatTimeout = 20 * time.Second
+
+// heartbeat records an activity heartbeat every TickerHeartbeatTimeout/4 until stop is called,
+// so a worker crash is detected within the heartbeat timeout rather than the whole
+// start-to-close timeout. stop waits for the heartbeat goroutine to end, so no heartbeat is
+// recorded after the activity returns.
+func heartbeat(ctx context.Context) (stop func()) {
+	const every = TickerHeartbeatTimeout / 4
 	if !activity.IsActivity(ctx) {
 		return func() {}
 	}

@@ -85,7 +85,7 @@ func ActivationSync(ctx workflow.Context, in ActivationSyncInput) (ActivationSyn
 	}
 	push := workflow.WithActivityOptions(ctx, handBackSafe(workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Hour,
-		HeartbeatTimeout:    time.Minute,
+		HeartbeatTimeout:    activities.TickerHeartbeatTimeout,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Minute, MaximumAttempts: 8,
 		},

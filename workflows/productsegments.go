@@ -47,7 +47,7 @@ func ProductSegmentCompute(ctx workflow.Context, in ProductSegmentComputeInput) 
 	short := shortActivity(ctx)
 	long := workflow.WithActivityOptions(ctx, handBackSafe(workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Minute,
-		HeartbeatTimeout:    time.Minute,
+		HeartbeatTimeout:    activities.TickerHeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
 	}))
 	for {

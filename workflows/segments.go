@@ -114,7 +114,7 @@ func SegmentCompute(ctx workflow.Context, in SegmentComputeInput) (SegmentComput
 	short := shortActivity(ctx)
 	long := workflow.WithActivityOptions(ctx, handBackSafe(workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Hour,
-		HeartbeatTimeout:    time.Minute,
+		HeartbeatTimeout:    activities.TickerHeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
 	}))
 	workflowID := workflow.GetInfo(ctx).WorkflowExecution.ID
@@ -244,7 +244,7 @@ func SegmentExport(ctx workflow.Context, in SegmentExportInput) (activities.Expo
 	var res activities.ExportResult
 	long := workflow.WithActivityOptions(ctx, handBackSafe(workflow.ActivityOptions{
 		StartToCloseTimeout: time.Hour,
-		HeartbeatTimeout:    time.Minute,
+		HeartbeatTimeout:    activities.TickerHeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, MaximumAttempts: 3},
 	}))
 	export := activities.ExportInput{TenantID: in.TenantID, ExportID: in.ExportID}
