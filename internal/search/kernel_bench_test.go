@@ -2,7 +2,13 @@ package search
 
 import (
 	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 // BenchmarkKernels: one pass of each kernel over 100k vectors of 384 dimensions, one goroutine.
@@ -44,4 +50,48 @@ func BenchmarkKernels(b *testing.B) {
 			b.ReportMetric(float64(n*dims)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 		})
 	}
+}
+
+// BenchmarkCodeStream: the int8 kernel alone over the resident codes of n vectors of 1,536
+// dimensions (COHORT_BENCH_1536_N's first size, default 100000), split between GOMAXPROCS
+// goroutines as the prefilter splits its scan, once per iteration: what reading the codes costs
+// on this machine, without bounds, candidates or rescoring. BenchmarkTopK1536's index figures
+// compare with it (ms per pass and GB/s, both the median of the iterations).
+func BenchmarkCodeStream(b *testing.B) {
+	const dims = 1536
+	n := 100_000
+	if env := os.Getenv("COHORT_BENCH_1536_N"); env != "" {
+		v, err := strconv.Atoi(strings.TrimSpace(strings.Split(env, ",")[0]))
+		if err != nil || v <= 0 {
+			b.Fatalf("COHORT_BENCH_1536_N: %q", env)
+		}
+		n = v
+	}
+	stride := roundUp(dims, i8Block)
+	codes := make([]int8, n*stride)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range codes {
+		codes[i] = int8(rng.IntN(255) - 127)
+	}
+	q := make([]int16, stride)
+	for i := range q {
+		q[i] = int16(rng.IntN(2001) - 1000)
+	}
+	workers := runtime.GOMAXPROCS(0)
+	var lat []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		chunks(workers, n, scanChunk, func(_, lo, hi int) {
+			var out [128]int32
+			for s := lo; s < hi; s += len(out) {
+				m := min(len(out), hi-s)
+				dotsI8(q, codes[s*stride:(s+m)*stride], stride, out[:m])
+			}
+		})
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	med := lat[len(lat)/2]
+	b.ReportMetric(float64(med.Microseconds())/1e3, "ms/pass")
+	b.ReportMetric(float64(len(codes))/med.Seconds()/1e9, "GB/s")
 }
