@@ -130,17 +130,7 @@ func benchIndex(b *testing.B, n, dims int) (*Embedded, *vectors, uint64) {
 // the plain scan and its heap copy (4 bytes a dimension a vector: 6 GB at 1M).
 func BenchmarkTopK1536(b *testing.B) {
 	const dims, k = 1536, 20
-	sizes := []int{100_000}
-	if env := os.Getenv("COHORT_BENCH_1536_N"); env != "" {
-		sizes = nil
-		for _, f := range strings.Split(env, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n <= 0 {
-				b.Fatalf("COHORT_BENCH_1536_N: %q", env)
-			}
-			sizes = append(sizes, n)
-		}
-	}
+	sizes := benchSizes1536(b)
 	withPlain := os.Getenv("COHORT_BENCH_1536_PLAIN") != "0"
 	for _, n := range sizes {
 		debug.FreeOSMemory()
@@ -207,6 +197,24 @@ func BenchmarkTopK1536(b *testing.B) {
 		runtime.KeepAlive(plain.f32)
 		v.close()
 	}
+}
+
+// benchSizes1536 is COHORT_BENCH_1536_N: the comma-separated numbers of vectors of the 1,536-
+// dimension benchmarks (default 100000).
+func benchSizes1536(b *testing.B) []int {
+	env := os.Getenv("COHORT_BENCH_1536_N")
+	if env == "" {
+		return []int{100_000}
+	}
+	var sizes []int
+	for _, f := range strings.Split(env, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			b.Fatalf("COHORT_BENCH_1536_N: %q", env)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
 }
 
 // rssAnon is the process's anonymous resident memory in bytes (RssAnon of /proc/self/status).

@@ -2,11 +2,8 @@ package search
 
 import (
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -59,14 +56,7 @@ func BenchmarkKernels(b *testing.B) {
 // compare with it (ms per pass and GB/s, both the median of the iterations).
 func BenchmarkCodeStream(b *testing.B) {
 	const dims = 1536
-	n := 100_000
-	if env := os.Getenv("COHORT_BENCH_1536_N"); env != "" {
-		v, err := strconv.Atoi(strings.TrimSpace(strings.Split(env, ",")[0]))
-		if err != nil || v <= 0 {
-			b.Fatalf("COHORT_BENCH_1536_N: %q", env)
-		}
-		n = v
-	}
+	n := benchSizes1536(b)[0]
 	stride := roundUp(dims, i8Block)
 	codes := make([]int8, n*stride)
 	rng := rand.New(rand.NewPCG(5, 6))
